@@ -1,0 +1,1 @@
+"""Benchmarks and dataset runners for Hindsight."""

@@ -1,0 +1,113 @@
+"""Reference retrievers over the raw turns: BM25 (the dataset README's reference) and dense top-k.
+
+Both see exactly the turns Hindsight receives (same text, captions included) and answer through
+the same ``Retriever`` protocol, so the runner scores all methods with one code path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+
+from bench.locomo.dataset import Conversation, LocomoTurn
+from bench.locomo.metrics import CONTEXT_K, RankedResult
+from pipeline.encoders import Encoder
+
+# Deep enough for the session metric (top sessions by first appearance) and every k we report.
+DEFAULT_DEPTH = 50
+
+_WORD = re.compile(r"\w+")
+
+
+class Retriever(Protocol):
+    name: str
+
+    async def prepare(self, conversations: Sequence[Conversation]) -> None:
+        """Make every conversation's turns searchable (index them, or publish and wait)."""
+        ...
+
+    async def retrieve(self, namespace: str, question: str, at: datetime) -> RankedResult: ...
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercase word tokens, as in the README's reference BM25."""
+    return _WORD.findall(text.lower())
+
+
+def context_of(turns: Sequence[LocomoTurn]) -> str:
+    return "\n".join(f"{turn.speaker}: {turn.text}" for turn in turns[:CONTEXT_K])
+
+
+def _ranked(turns: Sequence[LocomoTurn], scores: np.ndarray, depth: int) -> RankedResult:
+    # Stable sort: ties keep dialogue order, so runs are reproducible.
+    order = np.argsort(-scores, kind="stable")[:depth]
+    chosen = [turns[int(i)] for i in order]
+    return RankedResult([turn.dia_id for turn in chosen], context_of(chosen))
+
+
+@dataclass
+class _Index:
+    turns: tuple[LocomoTurn, ...]
+    model: Any
+
+
+class BM25Retriever:
+    """rank_bm25's BM25Okapi over one conversation's turns, the question as the query."""
+
+    name = "bm25"
+
+    def __init__(self, depth: int = DEFAULT_DEPTH) -> None:
+        self._depth = depth
+        self._indexes: dict[str, _Index] = {}
+
+    async def prepare(self, conversations: Sequence[Conversation]) -> None:
+        try:
+            from rank_bm25 import BM25Okapi
+        except ImportError as error:  # rank-bm25 is a test/bench extra, not a runtime dependency
+            raise RuntimeError("the bm25 baseline needs rank-bm25 (pip install rank-bm25)") from error
+        for conversation in conversations:
+            corpus = [tokenize(turn.text) for turn in conversation.turns]
+            self._indexes[conversation.namespace] = _Index(conversation.turns, BM25Okapi(corpus))
+
+    async def retrieve(self, namespace: str, question: str, at: datetime) -> RankedResult:
+        index = self._indexes[namespace]
+        scores = np.asarray(index.model.get_scores(tokenize(question)), dtype=np.float64)
+        return _ranked(index.turns, scores, self._depth)
+
+
+class DenseRetriever:
+    """Cosine top-k over turn embeddings from the encoder Hindsight uses."""
+
+    name = "dense"
+
+    def __init__(self, encoder: Encoder, depth: int = DEFAULT_DEPTH, batch: int = 256) -> None:
+        self._encoder = encoder
+        self._depth = depth
+        self._batch = batch
+        self._indexes: dict[str, _Index] = {}
+
+    async def prepare(self, conversations: Sequence[Conversation]) -> None:
+        from tqdm import tqdm
+
+        total = sum(len(c.turns) for c in conversations)
+        with tqdm(total=total, desc="dense: encode turns", unit="turn") as bar:
+            for conversation in conversations:
+                texts = [turn.text for turn in conversation.turns]
+                parts = []
+                for start in range(0, len(texts), self._batch):
+                    parts.append(self._encoder.encode(texts[start : start + self._batch]))
+                    bar.update(len(parts[-1]))
+                self._indexes[conversation.namespace] = _Index(
+                    conversation.turns, np.concatenate(parts)
+                )
+
+    async def retrieve(self, namespace: str, question: str, at: datetime) -> RankedResult:
+        index = self._indexes[namespace]
+        query = self._encoder.encode([question])[0]
+        scores = np.asarray(index.model @ query, dtype=np.float64)  # unit vectors: dot = cosine
+        return _ranked(index.turns, scores, self._depth)

@@ -1,0 +1,616 @@
+"""Run Apache Kafka 4.x (KRaft, no ZooKeeper) on loopback as ``java`` subprocesses.
+
+``LocalKafka`` is one combined broker+controller node; ``LocalKafkaCluster`` is three of them
+forming one KRaft quorum, for failure tests. Both run the real broker from Maven Central
+(invariant I9: the embedded default is the same code path as a production cluster), started from
+the jars that ``infra.jars.ensure_jars`` resolves.
+
+Everything a node needs lives under its data dir::
+
+    <data_dir>/node.json          cluster id, node id and ports, so a restart finds the same broker
+    <data_dir>/server.properties  regenerated on every start
+    <data_dir>/data/              the formatted KRaft log dir (topics and metadata)
+    <data_dir>/logs/              server.log (log4j2) and stdout.log (JVM output)
+
+Restarting on the same data dir keeps every message: the storage is formatted once and reused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import base64
+import concurrent.futures
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from infra.jars import INFRA_DIR, check_java, classpath, ensure_jars, find_java
+from schemas.errors import HindsightError
+
+HOST = "127.0.0.1"  # never listen on or advertise anything but loopback
+MAIN_CLASS = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+LOG4J_CONFIG = INFRA_DIR / "log4j2.properties"
+STATE_FILE = "node.json"
+DEFAULT_HEAP = "512m"
+DEFAULT_START_TIMEOUT_S = 90.0
+DEFAULT_STOP_TIMEOUT_S = 30.0
+
+# Broker settings for a development node. Sizes are small because the broker shares a laptop (or a
+# 2-core CI box) with the pipeline; everything else is Kafka's default.
+BASE_CONFIG: dict[str, str] = {
+    "process.roles": "broker,controller",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    # Topics are created on purpose, from topics/catalogue.py by ensure_topics, and Faust creates
+    # its internal topics (changelogs, leader topic) with explicit CreateTopics requests, so a typo
+    # in a topic name must fail loudly instead of silently creating a one-partition topic.
+    "auto.create.topics.enable": "false",
+    # A consumer group starts at once instead of waiting 3 s for more members (tests, one worker).
+    "group.initial.rebalance.delay.ms": "0",
+    # 50 offset partitions are created on the first group join; 10 is plenty for one machine and
+    # keeps that first join fast.
+    "offsets.topic.num.partitions": "10",
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "num.recovery.threads.per.data.dir": "1",
+    "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+}
+
+
+def _internal_topic_config(nodes: int) -> dict[str, str]:
+    """Replication of Kafka's own topics, bounded by the node count (one node cannot hold RF 3)."""
+    rf = str(min(3, nodes))
+    min_isr = str(min(2, nodes))
+    return {
+        "default.replication.factor": rf,
+        "min.insync.replicas": "1",
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": min_isr,
+    }
+
+
+# Failure detection for multi-node tests: a killed node is fenced (and dropped from the ISR of its
+# partitions) within seconds instead of the defaults (9 s / 30 s): acks=all writes stall briefly.
+FAST_FAILOVER_CONFIG: dict[str, str] = {
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+    "replica.lag.time.max.ms": "5000",
+}
+
+
+class BrokerError(HindsightError):
+    """A local broker failed to format, start or stop; the message quotes its log."""
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Same option the JVM sets, so a port in TIME_WAIT after our own broker stopped counts free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid form)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What must survive a restart: the same cluster id, node id and (if possible) ports."""
+
+    cluster_id: str
+    node_id: int
+    port: int
+    controller_port: int
+
+
+def render_properties(config: Mapping[str, str]) -> str:
+    lines = ["# Written by infra/broker.py on every start; edits are overwritten."]
+    lines += [f"{key}={value}" for key, value in sorted(config.items())]
+    return "\n".join(lines) + "\n"
+
+
+def tail_file(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+async def _count_live_brokers(bootstrap: str, timeout_s: float) -> int:
+    """Brokers listed in a real Metadata response; KRaft lists a broker only once it is unfenced."""
+    from aiokafka.admin import AIOKafkaAdminClient  # local import: only probes need aiokafka
+
+    ms = max(1000, int(timeout_s * 1000))
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=ms)
+    try:
+        await asyncio.wait_for(admin.start(), timeout_s)
+        cluster: dict[str, Any] = await asyncio.wait_for(admin.describe_cluster(), timeout_s)
+        return len(cluster.get("brokers", []))
+    finally:
+        with contextlib.suppress(Exception):
+            await admin.close()
+
+
+def _accepts_tcp(bootstrap: str) -> bool:
+    """Cheap pre-check: the admin client is not started (nor logs) against a port that is closed."""
+    for address in bootstrap.split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=1.0):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def probe_live_brokers(bootstrap: str, timeout_s: float = 3.0) -> int:
+    """Synchronous probe, safe to call from inside a running event loop (it uses its own thread)."""
+    if not _accepts_tcp(bootstrap):
+        return 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, _count_live_brokers(bootstrap, timeout_s)).result()
+
+
+class _Node:
+    """One combined broker+controller JVM and its data dir; shared by both public classes."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        state: NodeState,
+        voters: str,
+        config: Mapping[str, str],
+        heap: str,
+        lib_dir: Path,
+        java: str,
+    ) -> None:
+        self.data_dir = data_dir
+        self.state = state
+        self.voters = voters
+        self.config = dict(config)
+        self.heap = heap
+        self.lib_dir = lib_dir
+        self.java = java
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.state.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def storage_dir(self) -> Path:
+        return self.data_dir / "data"
+
+    @property
+    def properties_path(self) -> Path:
+        return self.data_dir / "server.properties"
+
+    def server_config(self) -> dict[str, str]:
+        s = self.state
+        return {
+            **BASE_CONFIG,
+            **self.config,
+            "node.id": str(s.node_id),
+            "controller.quorum.voters": self.voters,
+            "listeners": f"PLAINTEXT://{HOST}:{s.port},CONTROLLER://{HOST}:{s.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{s.port}",
+            "log.dirs": str(self.storage_dir),
+        }
+
+    def log_tail(self, lines: int = 40) -> str:
+        parts = []
+        for name in ("stdout.log", "server.log"):
+            text = tail_file(self.log_dir / name, lines)
+            if text.strip():
+                parts.append(f"--- {self.log_dir / name} (last lines) ---\n{text}")
+        return "\n".join(parts) or f"(no log output in {self.log_dir})"
+
+    def _java_cmd(self, main_class: str, *args: str) -> list[str]:
+        return [
+            self.java,
+            "-Xms64m",
+            f"-Xmx{self.heap}",
+            # Serial GC: the smallest footprint and no GC threads competing with the pipeline.
+            "-XX:+UseSerialGC",
+            "-Djava.awt.headless=true",
+            f"-Dkafka.logs.dir={self.log_dir}",
+            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+            "-cp",
+            classpath(self.lib_dir),
+            main_class,
+            *args,
+        ]
+
+    def prepare(self) -> None:
+        """Write the config and format the storage unless an earlier run already did."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / STATE_FILE).write_text(json.dumps(asdict(self.state), indent=2) + "\n")
+        self.properties_path.write_text(render_properties(self.server_config()))
+        if (self.storage_dir / "meta.properties").is_file():
+            return  # formatted before: reuse it so the data survives the restart
+        cmd = self._java_cmd(
+            STORAGE_TOOL,
+            "format",
+            "--cluster-id",
+            self.state.cluster_id,
+            "--config",
+            str(self.properties_path),
+        )
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        if proc.returncode != 0:
+            raise BrokerError(
+                f"kafka storage format failed for node {self.state.node_id} in "
+                f"{self.storage_dir} (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
+            )
+
+    def launch(self) -> None:
+        if self.running:
+            return
+        stdout = (self.log_dir / "stdout.log").open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                self._java_cmd(MAIN_CLASS, str(self.properties_path)),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                # Own process group: a Ctrl-C meant for the test runner must not kill the broker
+                # before our orderly stop() runs.
+                start_new_session=True,
+            )
+        finally:
+            stdout.close()  # the child keeps its own handle
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.running and self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(sig)
+
+    def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
+        """SIGTERM (controlled shutdown), then SIGKILL if the JVM has not exited in time."""
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                proc.wait(10)
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no controlled shutdown, for failure tests."""
+        proc = self.proc
+        if proc is None:
+            return
+        self.signal(signal.SIGKILL)
+        proc.wait(10)
+        self.proc = None
+
+
+def _wait_ready(nodes: Sequence[_Node], expected: int, timeout_s: float) -> None:
+    """Poll until a Metadata request lists ``expected`` live brokers, or fail with the log tails."""
+    deadline = time.monotonic() + timeout_s
+    bootstrap = ",".join(n.bootstrap for n in nodes if n.running)
+    last_error = "no answer yet"
+    while True:
+        for node in nodes:
+            if node.proc is not None and node.proc.poll() is not None:
+                code = node.proc.returncode
+                node.proc = None
+                raise BrokerError(
+                    f"kafka node {node.state.node_id} exited with code {code} during start\n"
+                    f"{node.log_tail()}"
+                )
+        try:
+            live = probe_live_brokers(bootstrap, timeout_s=3.0)
+            if live >= expected:
+                return
+            last_error = f"{live} of {expected} brokers live"
+        except Exception as exc:  # any failure just means "not ready yet"
+            last_error = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            tails = "\n".join(n.log_tail() for n in nodes)
+            raise BrokerError(
+                f"kafka at {bootstrap} not ready after {timeout_s:.0f}s ({last_error})\n{tails}"
+            )
+        time.sleep(0.5)
+
+
+def _load_state(data_dir: Path) -> NodeState | None:
+    path = data_dir / STATE_FILE
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+        return NodeState(
+            cluster_id=str(raw["cluster_id"]),
+            node_id=int(raw["node_id"]),
+            port=int(raw["port"]),
+            controller_port=int(raw["controller_port"]),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BrokerError(f"{path}: unreadable node state ({exc}); delete the data dir") from exc
+
+
+def _pick_port(wanted: int | None, previous: int | None, taken: set[int]) -> int:
+    """The given port, else the one used last time (if free), else a fresh one."""
+    if wanted is not None:
+        return wanted
+    if previous is not None and previous not in taken and port_is_free(previous):
+        return previous
+    while True:
+        port = free_port()
+        if port not in taken:
+            return port
+
+
+def _runtime(lib_dir: Path | None) -> tuple[Path, str]:
+    jars = ensure_jars(lib_dir)
+    java = find_java()
+    check_java(java)
+    return jars, java
+
+
+class LocalKafka:
+    """One KRaft node (broker and controller in one JVM) on 127.0.0.1.
+
+    ``with LocalKafka(".hindsight/kafka") as kafka: kafka.bootstrap`` -> ``"127.0.0.1:<port>"``.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        port: int | None = None,
+        *,
+        controller_port: int | None = None,
+        heap: str = DEFAULT_HEAP,
+        lib_dir: Path | None = None,
+        config: Mapping[str, str] | None = None,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self._port = port
+        self._controller_port = controller_port
+        self._heap = heap
+        self._lib_dir = lib_dir
+        self._config = {**_internal_topic_config(1), **(config or {})}
+        self._start_timeout_s = start_timeout_s
+        self._node: _Node | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        if self._node is None:
+            raise BrokerError(f"LocalKafka({self.data_dir}): not started; call start() first")
+        return self._node.bootstrap
+
+    @property
+    def running(self) -> bool:
+        return self._node is not None and self._node.running
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self._node.log_tail(lines) if self._node else ""
+
+    def start(self) -> LocalKafka:
+        if self.running:
+            return self
+        jars, java = _runtime(self._lib_dir)
+        previous = _load_state(self.data_dir)
+        port = _pick_port(self._port, previous.port if previous else None, set())
+        cport = _pick_port(
+            self._controller_port, previous.controller_port if previous else None, {port}
+        )
+        state = NodeState(
+            cluster_id=previous.cluster_id if previous else new_cluster_id(),
+            node_id=previous.node_id if previous else 1,
+            port=port,
+            controller_port=cport,
+        )
+        node = _Node(
+            self.data_dir,
+            state,
+            voters=f"{state.node_id}@{HOST}:{cport}",
+            config=self._config,
+            heap=self._heap,
+            lib_dir=jars,
+            java=java,
+        )
+        node.prepare()
+        node.launch()
+        self._node = node
+        atexit.register(self.stop)  # never leave an orphan JVM behind a crashed test run
+        try:
+            _wait_ready([node], expected=1, timeout_s=self._start_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
+        atexit.unregister(self.stop)
+        if self._node is not None:
+            self._node.stop(timeout_s)
+
+    def __enter__(self) -> LocalKafka:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class LocalKafkaCluster:
+    """``brokers`` KRaft nodes on loopback, each a combined broker+controller, for failure tests.
+
+    Every node votes in the controller quorum, so with three nodes any one can be killed and the
+    quorum (two of three) keeps electing leaders. ``kill(i)`` is a crash (SIGKILL); ``restart(i)``
+    brings node ``i`` back on its data dir and ports.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        brokers: int = 3,
+        *,
+        heap: str = "384m",
+        lib_dir: Path | None = None,
+        config: Mapping[str, str] | None = None,
+        start_timeout_s: float = 120.0,
+    ) -> None:
+        if brokers < 1:
+            raise BrokerError(f"brokers: need at least 1, got {brokers}")
+        self.data_dir = Path(data_dir).resolve()
+        self.size = brokers
+        self._heap = heap
+        self._lib_dir = lib_dir
+        self._config = {**_internal_topic_config(brokers), **FAST_FAILOVER_CONFIG, **(config or {})}
+        self._start_timeout_s = start_timeout_s
+        self._nodes: list[_Node] = []
+
+    @property
+    def bootstrap(self) -> str:
+        if not self._nodes:
+            raise BrokerError(f"LocalKafkaCluster({self.data_dir}): not started")
+        return ",".join(n.bootstrap for n in self._nodes)
+
+    def node_bootstrap(self, i: int) -> str:
+        return self._node(i).bootstrap
+
+    def running(self, i: int) -> bool:
+        return self._node(i).running
+
+    def _node(self, i: int) -> _Node:
+        if not 0 <= i < len(self._nodes):
+            raise BrokerError(f"node index {i}: cluster has {len(self._nodes)} started nodes")
+        return self._nodes[i]
+
+    def start(self) -> LocalKafkaCluster:
+        if self._nodes:
+            return self
+        jars, java = _runtime(self._lib_dir)
+        dirs = [self.data_dir / f"node{i}" for i in range(self.size)]
+        previous = [_load_state(d) for d in dirs]
+        cluster_id = next((p.cluster_id for p in previous if p), None) or new_cluster_id()
+        taken: set[int] = set()
+        states = []
+        for i, prev in enumerate(previous):
+            port = _pick_port(None, prev.port if prev else None, taken)
+            taken.add(port)
+            cport = _pick_port(None, prev.controller_port if prev else None, taken)
+            taken.add(cport)
+            states.append(NodeState(cluster_id, i + 1, port, cport))
+        voters = ",".join(f"{s.node_id}@{HOST}:{s.controller_port}" for s in states)
+        self._nodes = [
+            _Node(d, s, voters, self._config, self._heap, jars, java)
+            for d, s in zip(dirs, states, strict=True)
+        ]
+        atexit.register(self.stop)
+        try:
+            for node in self._nodes:
+                node.prepare()
+            for node in self._nodes:
+                node.launch()
+            _wait_ready(self._nodes, expected=self.size, timeout_s=self._start_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def kill(self, i: int) -> None:
+        """Crash node ``i`` (SIGKILL): no controlled shutdown, like a lost machine."""
+        self._node(i).kill()
+
+    def restart(self, i: int, timeout_s: float | None = None) -> None:
+        """Start node ``i`` again on its data dir and ports; wait until all nodes are live."""
+        node = self._node(i)
+        node.stop()
+        node.launch()
+        live = [n for n in self._nodes if n.running]
+        _wait_ready(live, expected=len(live), timeout_s=timeout_s or self._start_timeout_s)
+
+    def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
+        atexit.unregister(self.stop)
+        for node in self._nodes:
+            node.signal(signal.SIGTERM)  # all at once: controlled shutdowns overlap
+        for node in self._nodes:
+            node.stop(timeout_s)
+        self._nodes = []
+
+    def __iter__(self) -> Iterator[str]:
+        return (n.bootstrap for n in self._nodes)
+
+    def __enter__(self) -> LocalKafkaCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m infra.broker [DATA_DIR] [--port N]``: run one node until Ctrl-C."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Run a local single-node Kafka (KRaft).")
+    parser.add_argument("data_dir", nargs="?", default=os.path.join(".hindsight", "kafka"))
+    parser.add_argument("--port", type=int, default=None)
+    args = parser.parse_args(argv)
+    with LocalKafka(args.data_dir, args.port) as kafka:
+        print(f"kafka ready at {kafka.bootstrap} (data in {kafka.data_dir}); Ctrl-C stops it")
+        with contextlib.suppress(KeyboardInterrupt):
+            while kafka.running:
+                time.sleep(1.0)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Hindsight: event-sourced long-term memory for LLM agents."""

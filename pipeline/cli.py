@@ -1,0 +1,394 @@
+"""``hindsight`` command line: demo, up, worker, api, mcp, topics, client commands, replay,
+bench and scenarios."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pipeline.settings import Settings
+from schemas.errors import HindsightError
+
+STACK_FILE = "stack.json"
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = Settings.from_env()
+    changes: dict[str, Any] = {}
+    for attr in ("bootstrap", "topic_prefix", "app_id", "encoder"):
+        value = getattr(args, attr, None)
+        if value is not None:
+            changes[attr] = value
+    if getattr(args, "milvus", None):
+        changes["milvus_uri"] = args.milvus
+    if getattr(args, "data_dir", None):
+        changes["data_dir"] = Path(args.data_dir)
+    if getattr(args, "partitions", None):
+        changes["partitions"] = args.partitions
+    return settings.with_overrides(**changes)
+
+
+def _client_settings(args: argparse.Namespace) -> Settings:
+    """Client commands talk to a running stack: --bootstrap, env, or what `hindsight up` wrote."""
+    settings = _settings(args)
+    if settings.bootstrap:
+        return settings
+    stack_file = Path(settings.data_dir) / STACK_FILE
+    if stack_file.exists():
+        stack = orjson.loads(stack_file.read_bytes())
+        return settings.with_overrides(
+            bootstrap=stack["bootstrap"], topic_prefix=stack.get("topic_prefix")
+        )
+    raise HindsightError(
+        "no running stack: pass --bootstrap HOST:PORT or start one with `hindsight up`"
+    )
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    moment = datetime.fromisoformat(value)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _print_json(payload: Any) -> None:
+    sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
+
+
+# -- commands -------------------------------------------------------------------------------
+def cmd_worker(args: argparse.Namespace) -> int:
+    from pipeline.worker import run_worker
+
+    settings = _settings(args)
+    if not settings.bootstrap:
+        raise HindsightError("worker: --bootstrap HOST:PORT is required (or HINDSIGHT_BOOTSTRAP)")
+    run_worker(settings, loglevel=args.loglevel)
+    return 0
+
+
+def cmd_topics_create(args: argparse.Namespace) -> int:
+    from topics.admin import ensure_topics
+
+    settings = _settings(args)
+    if not settings.bootstrap:
+        raise HindsightError("topics create: --bootstrap HOST:PORT is required")
+    asyncio.run(
+        ensure_topics(
+            settings.bootstrap, settings.topic_prefix, settings.partitions, args.replication_factor
+        )
+    )
+    print("topics ready")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pipeline.demo import run_demo
+
+    return asyncio.run(run_demo(_settings(args)))
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from pipeline.service import run_up
+
+    return asyncio.run(run_up(_settings(args), api=not args.no_api, mcp_http=args.mcp_http))
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    from pipeline.api import serve_api
+
+    settings = _client_settings(args)
+    asyncio.run(serve_api(settings, host=args.host, port=args.port))
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from pipeline.mcp_server import run_mcp
+
+    run_mcp(_client_settings(args), transport=args.transport, host=args.host, port=args.port)
+    return 0
+
+
+async def _with_client(args: argparse.Namespace, action: Any) -> Any:
+    from pipeline.client import Hindsight
+
+    async with Hindsight.connect(_client_settings(args)) as client:
+        return await action(client)
+
+
+def cmd_retain(args: argparse.Namespace) -> int:
+    async def action(client: Any) -> Any:
+        receipt = await client.retain(
+            args.namespace,
+            args.text,
+            speaker=args.speaker,
+            session_id=args.session,
+            event_time=_parse_time(args.at),
+        )
+        if args.wait:
+            await client.wait_applied(receipt, timeout=args.timeout)
+        return receipt
+
+    receipt = asyncio.run(_with_client(args, action))
+    if args.json:
+        _print_json(receipt.__dict__)
+    else:
+        print(
+            f"retained {receipt.event_id} at {receipt.topic}[{receipt.partition}]@{receipt.offset}"
+        )
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    async def action(client: Any) -> Any:
+        return await client.recall(
+            args.namespace,
+            args.query,
+            at=_parse_time(args.at),
+            limit=args.limit,
+            include_history=args.history,
+            wait_for=args.wait_for,
+            reinforce=not args.no_reinforce,
+        )
+
+    result = asyncio.run(_with_client(args, action))
+    if args.json:
+        _print_json(result.model_dump(mode="json"))
+    else:
+        print(result.context or "(no memories)")
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    async def action(client: Any) -> Any:
+        receipt = await client.forget(
+            args.namespace,
+            memory_ids=args.ids or (),
+            query=args.query,
+            whole_namespace=args.all,
+            hard=args.hard,
+            reason=args.reason,
+        )
+        await client.wait_applied(receipt, timeout=args.timeout)
+        return receipt
+
+    receipt = asyncio.run(_with_client(args, action))
+    if args.json:
+        _print_json(receipt.__dict__)
+    else:
+        print(f"{'erased' if args.hard else 'forgotten'}: command {receipt.event_id} applied")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    async def action(client: Any) -> Any:
+        return await client.inspect(args.namespace, args.memory_id)
+
+    record = asyncio.run(_with_client(args, action))
+    payload = record.model_dump(mode="json", exclude={"vector"})
+    if args.json:
+        _print_json(payload)
+    else:
+        print(f"{record.id} [{record.region}/{record.kind}] status={record.status}")
+        print(f"  importance={record.importance:.2f} activation={record.activation:.2f}")
+        print(f"  {record.content}")
+        for source in record.provenance:
+            when = f"{source.event_time:%Y-%m-%d %H:%M}"
+            print(f"  from turn {source.event_id} ({source.session_id}, {source.speaker}, {when})")
+        for entry in record.history:
+            when = f"{entry.at:%Y-%m-%d %H:%M}"
+            print(f"  {when} {entry.change} {entry.detail} (cause {entry.cause_event_id})")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    async def action(client: Any) -> Any:
+        return await client.stats(args.namespace)
+
+    stats = asyncio.run(_with_client(args, action))
+    if args.json:
+        _print_json(stats)
+    else:
+        for key, value in stats.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from pipeline.replay import run_replay
+
+    settings = _client_settings(args)
+    summary = asyncio.run(run_replay(settings, Path(args.into), reindex=args.reindex))
+    _print_json(summary) if args.json else print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench == "ingest":
+        from bench.ingest import main as ingest_main
+
+        return ingest_main(args.rest)
+    if args.bench == "recall-latency":
+        from bench.recall_latency import main as latency_main
+
+        return latency_main(args.rest)
+    if args.bench == "locomo":
+        from bench.locomo.runner import main as locomo_main
+
+        return int(locomo_main(args.rest) or 0)
+    raise HindsightError(f"bench: unknown benchmark {args.bench!r}")
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    from pipeline.scenarios import main as scenarios_main
+
+    return int(scenarios_main(args.rest) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hindsight", description=__doc__)
+    parser.add_argument("--log-level", default="WARNING")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def stack_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--bootstrap", help="Kafka bootstrap HOST:PORT (default: embedded broker)")
+        p.add_argument("--data-dir", help="where everything lives (default .hindsight)")
+        p.add_argument("--topic-prefix")
+        p.add_argument("--partitions", type=int)
+
+    p = sub.add_parser(
+        "demo", help="start the embedded stack, ingest a sample conversation, print memories"
+    )
+    stack_options(p)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("up", help="run broker + worker + API as a long-lived service")
+    stack_options(p)
+    p.add_argument("--no-api", action="store_true")
+    p.add_argument("--mcp-http", action="store_true", help="also serve MCP over streamable HTTP")
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("worker", help="run a pipeline worker against an existing Kafka and Milvus")
+    stack_options(p)
+    p.add_argument("--milvus", help="Milvus URI: a Milvus Lite file path or http://host:19530")
+    p.add_argument("--app-id")
+    p.add_argument("--encoder")
+    p.add_argument("--loglevel", default="info")
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("api", help="serve the HTTP API against a running stack")
+    stack_options(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.set_defaults(func=cmd_api)
+
+    p = sub.add_parser("mcp", help="serve the MCP server (stdio or streamable HTTP)")
+    stack_options(p)
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8766)
+    p.set_defaults(func=cmd_mcp)
+
+    topics = sub.add_parser("topics", help="topic administration").add_subparsers(
+        dest="topics_command", required=True
+    )
+    p = topics.add_parser("create", help="create every catalogue topic (idempotent)")
+    stack_options(p)
+    p.add_argument("--replication-factor", type=int, default=1)
+    p.set_defaults(func=cmd_topics_create)
+
+    p = sub.add_parser("retain", help="publish one turn")
+    stack_options(p)
+    p.add_argument("namespace")
+    p.add_argument("text")
+    p.add_argument("--speaker", default="user")
+    p.add_argument("--session", default="default")
+    p.add_argument("--at", help="event time, ISO-8601")
+    p.add_argument("--wait", action="store_true", help="wait until the views applied it")
+    p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_retain)
+
+    p = sub.add_parser("recall", help="recall memories for a query")
+    stack_options(p)
+    p.add_argument("namespace")
+    p.add_argument("query")
+    p.add_argument("--at", help="as-of time, ISO-8601")
+    p.add_argument("--limit", type=int)
+    p.add_argument(
+        "--history", action="store_true", help="include superseded/forgotten with their chain"
+    )
+    p.add_argument("--wait-for", type=int, help="turn offset to wait for (read-your-writes)")
+    p.add_argument("--no-reinforce", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_recall)
+
+    p = sub.add_parser("forget", help="forget memories (soft by default)")
+    stack_options(p)
+    p.add_argument("namespace")
+    p.add_argument("--ids", nargs="*")
+    p.add_argument("--query")
+    p.add_argument("--all", action="store_true", help="the whole namespace")
+    p.add_argument("--hard", action="store_true", help="erase instead of marking forgotten")
+    p.add_argument("--reason")
+    p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_forget)
+
+    p = sub.add_parser("inspect", help="show a memory with provenance and history")
+    stack_options(p)
+    p.add_argument("namespace")
+    p.add_argument("memory_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("stats", help="counts by status, kind and region")
+    stack_options(p)
+    p.add_argument("namespace")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("replay", help="rebuild every derived view from the log into a fresh target")
+    stack_options(p)
+    p.add_argument("--into", required=True, help="directory for the rebuilt views")
+    p.add_argument("--reindex", action="store_true", help="re-embed with the configured encoder")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("bench", help="benchmarks: ingest | recall-latency | locomo")
+    p.add_argument("bench", choices=["ingest", "recall-latency", "locomo"])
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("scenarios", help="scenario suite: scenarios run PATH...")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_scenarios)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except HindsightError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

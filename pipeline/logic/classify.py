@@ -1,0 +1,232 @@
+"""Filter stage: should a turn be remembered, and as what kind of memory?
+
+Rule-based and deterministic, English and Chinese. The seeds' base importance per kind is the
+default table; ``decision`` is not in the seeds and sits with task state, since a decision (a
+stack change, a rule "from now on …") is as binding for later turns as the task it concerns.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pipeline.logic.text import language_of, normalise
+from schemas.memory import Kind, Region
+
+BASE_IMPORTANCE: dict[Kind, float] = {
+    "preference": 0.9,
+    "task_state": 0.85,
+    "decision": 0.85,
+    "fact": 0.7,
+    "procedure": 0.65,
+    "emotion": 0.5,
+    "chit_chat": 0.2,
+}
+
+_EN_RULES: list[tuple[Kind, re.Pattern[str]]] = [
+    (
+        "decision",
+        re.compile(
+            r"\b(we|i|let'?s|team)\s+(have\s+)?(decided|agreed|chose|choose|picked|settled on|"
+            r"will go with|are going with|moved|switched|migrated|standardi[sz]ed)\b|"
+            r"\bfrom now on\b|\bgoing forward\b|\bfrom here on\b|\bno more\b|"
+            r"\b(let'?s|we'?ll|we will) (use|stick with|switch to|move to)\b",
+            re.I,
+        ),
+    ),
+    (
+        "procedure",
+        re.compile(
+            r"\b(to fix (it|this|that)|fixed (it|this|that) by|the fix (was|is)|workaround|"
+            r"solved (it|this|that) by|resolved (it|this|that) by|the solution (was|is)|"
+            r"steps? (are|is|to)|step \d|first,? .{1,80}\bthen\b|how to\b|run `|"
+            r"you (need|have) to (run|set|restart|install|configure)|in order to)",
+            re.I,
+        ),
+    ),
+    (
+        "preference",
+        re.compile(
+            r"\b(i|we)\s+(really\s+|much\s+|strongly\s+|always\s+)?(prefer|like|love|enjoy|"
+            r"hate|dislike|adore|can'?t stand|don'?t like|do not like|would rather)\b|"
+            r"\b(my|our) favou?rite\b|\bi'?m (a (big|huge) )?fan of\b|\bi'?m into\b|"
+            r"\b(please )?(always|never) (use|do|write|call)\b",
+            re.I,
+        ),
+    ),
+    (
+        "task_state",
+        re.compile(
+            r"\b(i'?m|we'?re|i am|we are)\s+(currently\s+)?(working on|in the middle of|"
+            r"about to|planning to|trying to|preparing|busy with)\b|"
+            r"\b(todo|to-do|deadline|due (on|by|date)|blocked (on|by)|next step|"
+            r"in progress|pending|milestone|sprint|release)\b|"
+            r"\b(finished|completed|done with|shipped|submitted)\b",
+            re.I,
+        ),
+    ),
+    (
+        "emotion",
+        re.compile(
+            r"\b(i|we)\s+(feel|felt|am feeling|was feeling)\b|"
+            r"\b(i'?m|i am|i was|i've been|we'?re)\s+(so\s+|really\s+|very\s+|super\s+)?"
+            r"(happy|sad|stressed|anxious|excited|worried|frustrated|angry|upset|tired|"
+            r"thrilled|proud|nervous|scared|grateful|overwhelmed|lonely|relieved|exhausted)\b",
+            re.I,
+        ),
+    ),
+]
+
+_ZH_RULES: list[tuple[Kind, re.Pattern[str]]] = [
+    (
+        "decision",
+        re.compile(
+            r"决定|以后(都|统一|所有|全部)|从现在(开始|起)|今后|改用|换成|迁移到|统一(用|使用)|不再用"
+        ),
+    ),
+    (
+        "procedure",
+        re.compile(
+            r"步骤|先.{0,30}(然后|再)|解决(方法|办法|方案)|修复|是这样(解决|修)的|执行|命令|操作方法|怎么(做|配置)"
+        ),
+    ),
+    ("preference", re.compile(r"喜欢|偏好|更愿意|讨厌|最爱|习惯(用|于)|倾向于|请(总是|一直|不要)")),
+    (
+        "task_state",
+        re.compile(r"正在|进行中|待办|截止|完成了|做完|卡在|下一步|计划|里程碑|上线|发布"),
+    ),
+    (
+        "emotion",
+        re.compile(r"开心|高兴|难过|伤心|焦虑|压力|生气|沮丧|兴奋|担心|累了|激动|失望|感动"),
+    ),
+]
+
+# Turns made only of these carry nothing to remember.
+_EN_SMALL_TALK = re.compile(
+    r"\b(hi|hello|hey|hiya|yo|thanks|thank you|thx|ty|ok|okay|k|sure|lol|lmao|haha+|hehe|"
+    r"bye|goodbye|good night|good morning|good evening|see you|see ya|cya|cool|great|nice|awesome|"
+    r"yeah|yep|yup|yes|no|nope|got it|sounds good|you too|np|no problem|welcome|you're welcome|"
+    r"alright|right|wow|oh|ah|hmm|mhm|indeed|totally|exactly|same|me too|for sure|of course|"
+    r"how are you|how's it going|what's up|take care|cheers|glad to hear|good to see you|"
+    r"nice to meet you|talk soon|catch you later)\b",
+    re.I,
+)
+_ZH_SMALL_TALK = re.compile(
+    r"你好|您好|嗨|哈喽|谢谢|多谢|感谢|哈+|嘿嘿|呵呵|好的|好吧|嗯+|哦+|啊+|拜拜|再见|晚安|早上好|早安|"
+    r"晚上好|收到|没问题|不客气|好滴|行|可以|对|是的|没事|辛苦了|明白|了解"
+)
+_NOISE = re.compile(r"[\W_\d]+", re.UNICODE)
+# Words that only pad a greeting ("hi there", "thanks so much, it is great").
+_FILLER = frozenset(
+    [
+        "there",
+        "everyone",
+        "everybody",
+        "guys",
+        "all",
+        "folks",
+        "buddy",
+        "man",
+        "dude",
+        "again",
+        "so",
+        "much",
+        "very",
+        "really",
+        "too",
+        "good",
+        "day",
+        "morning",
+        "night",
+        "evening",
+        "afternoon",
+        "it",
+        "is",
+        "it's",
+        "that",
+        "this",
+        "a",
+        "the",
+        "to",
+        "you",
+        "i",
+        "am",
+        "me",
+        "we",
+        "pretty",
+        "well",
+        "and",
+        "just",
+        "for",
+        "your",
+        "a",
+        "lot",
+    ]
+)
+_PAST_EVENT = re.compile(
+    r"\b(yesterday|last (week|month|year|night|weekend|time)|ago|went|visited|met|attended|"
+    r"started|joined|took|bought|gave|got|had|saw|made|did|was|were)\b|昨天|上周|上个月|去年|刚才|前天|那天",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class Classification:
+    kind: Kind
+    region: Region
+    base_importance: float
+    remember: bool
+    reason: str
+
+
+def is_small_talk(text: str) -> bool:
+    """True when nothing but greetings, thanks, acknowledgements or laughter remains."""
+    stripped = _EN_SMALL_TALK.sub(" ", normalise(text))
+    stripped = _ZH_SMALL_TALK.sub(" ", stripped)
+    stripped = re.sub(r"[啦呀吧呢哈嘛哦噢的了]", " ", stripped)
+    residue = [word for word in _NOISE.sub(" ", stripped).split() if word not in _FILLER]
+    return not residue
+
+
+def region_for(kind: Kind, text: str) -> Region:
+    if kind == "procedure":
+        return "procedural"
+    if kind in {"task_state", "emotion"}:
+        return "episodic"
+    if kind == "fact" and _PAST_EVENT.search(text):
+        return "episodic"
+    return "semantic"
+
+
+def classify(text: str) -> Classification:
+    """Decide should-remember and the kind, with the seeds' base importance."""
+    if is_small_talk(text):
+        return Classification(
+            "chit_chat", "episodic", BASE_IMPORTANCE["chit_chat"], False, "small talk"
+        )
+    rules = _ZH_RULES if language_of(text) == "zh" else _EN_RULES
+    for kind, pattern in rules:
+        match = pattern.search(text)
+        if match:
+            return Classification(
+                kind,
+                region_for(kind, text),
+                BASE_IMPORTANCE[kind],
+                True,
+                f"matched {match.group(0)!r}",
+            )
+    # Chinese text may still carry English rules (mixed-language turns) and vice versa.
+    other = _EN_RULES if rules is _ZH_RULES else _ZH_RULES
+    for kind, pattern in other:
+        match = pattern.search(text)
+        if match:
+            return Classification(
+                kind,
+                region_for(kind, text),
+                BASE_IMPORTANCE[kind],
+                True,
+                f"matched {match.group(0)!r}",
+            )
+    return Classification(
+        "fact", region_for("fact", text), BASE_IMPORTANCE["fact"], True, "default: fact"
+    )

@@ -1,0 +1,290 @@
+"""Extract/encode stage: entities, (subject, attribute, value) triplets and content-addressed ids.
+
+Triplets are only produced where the text states one (a stack choice, a switch "from X to Y",
+"my X is Y", "from now on all code in Z"); contradiction detection relies on them, so a
+missed triplet costs a supersede while a wrong one could wrongly retire a memory — the patterns
+stay conservative (the seeds: "rather miss a conflict than invent one").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+from pipeline.logic.text import normalise, strip_edges
+from schemas.memory import Triplet
+
+# Categories let "we use MySQL" and "we moved to PostgreSQL" land on the same attribute.
+TECH_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "database": (
+        "mysql",
+        "postgresql",
+        "postgres",
+        "mongodb",
+        "sqlite",
+        "oracle",
+        "mariadb",
+        "sql server",
+        "cassandra",
+        "dynamodb",
+        "cockroachdb",
+        "tidb",
+        "clickhouse",
+        "redis",
+        "elasticsearch",
+    ),
+    "programming language": (
+        "python",
+        "typescript",
+        "javascript",
+        "golang",
+        "go",
+        "java",
+        "rust",
+        "kotlin",
+        "ruby",
+        "php",
+        "c++",
+        "c#",
+        "swift",
+        "scala",
+        "elixir",
+    ),
+    "cloud": ("aws", "gcp", "google cloud", "azure", "alibaba cloud", "阿里云", "腾讯云"),
+    "frontend framework": ("react", "vue", "angular", "svelte", "next.js", "nuxt"),
+    "message broker": ("kafka", "rabbitmq", "pulsar", "nats", "rocketmq"),
+    "vector database": ("milvus", "qdrant", "weaviate", "pinecone", "chroma", "pgvector"),
+    "editor": ("vim", "neovim", "emacs", "vscode", "vs code", "intellij", "pycharm"),
+    "package manager": ("npm", "yarn", "pnpm", "pip", "poetry", "uv", "conda"),
+}
+
+_TECH_LOOKUP = {name: category for category, names in TECH_CATEGORIES.items() for name in names}
+_TECH_PATTERN = re.compile(
+    r"(?<![\w.+#])("
+    + "|".join(sorted((re.escape(name) for name in _TECH_LOOKUP), key=len, reverse=True))
+    + r")(?![\w+#])",
+    re.I,
+)
+
+_IDENTIFIER = re.compile(
+    r"\b(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*\b"
+)
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
+_VERSION = re.compile(r"\bv?\d+\.\d+(?:\.\d+)?\b")
+_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s[A-Z][a-z]+)*)\b")
+_QUOTED = re.compile(r"[\"“”'「」『』《》]([^\"“”'「」『』《》]{2,40})[\"“”'「」『』《》]")
+_STOP_CAPITALS = {
+    "I",
+    "The",
+    "A",
+    "An",
+    "And",
+    "But",
+    "So",
+    "Yes",
+    "No",
+    "Ok",
+    "Okay",
+    "Thanks",
+    "Hey",
+    "Hi",
+    "Hello",
+    "We",
+    "You",
+    "It",
+    "That",
+    "This",
+    "My",
+    "Our",
+    "Oh",
+    "Wow",
+    "Sure",
+    "Well",
+    "Also",
+    "Just",
+    "Really",
+    "What",
+    "When",
+    "Where",
+    "Who",
+    "Why",
+    "How",
+    "Let",
+    "Please",
+    "From",
+}
+
+_FIRST_PERSON = r"(?:i|we|our team|the team|our|my)"
+
+_SWITCH_EN = re.compile(
+    r"\b(?:we|i|the team|our team)\s+(?:have\s+|had\s+)?(?:moved|switched|migrated|changed)"
+    r"\s+(?:\w+\s+){0,3}?from\s+(?P<old>[\w.+#\s-]{1,40}?)\s+to\s+(?P<new>[\w.+#-]+(?:\s[\w.+#-]+)?)",
+    re.I,
+)
+_FROM_NOW_EN = re.compile(
+    r"\bfrom now on,?\s+(?:all\s+|every\s+)?(?:(?P<topic>[\w\s-]{1,30}?)\s+)?"
+    r"(?:should be |must be |will be |is |are |goes |go )?(?:written\s+)?"
+    r"(?:in|with|using|on|uses?)\s+"
+    r"(?P<value>[\w.+#-]+(?:\s[\w.+#-]+)?)",
+    re.I,
+)
+_USE_FOR_EN = re.compile(
+    rf"\b{_FIRST_PERSON}\s+(?:now\s+|currently\s+|still\s+)?"
+    r"(?:use|uses|are using|run|runs|rely on)\s+"
+    r"(?P<value>[\w.+#-]+(?:\s[\w.+#-]+)?)\s+(?:for|as)\s+(?:our\s+|the\s+|my\s+)?"
+    r"(?P<attr>[\w\s-]{2,30}?)(?:[.,;!]|$)",
+    re.I,
+)
+_USE_EN = re.compile(
+    rf"\b{_FIRST_PERSON}\s+(?:now\s+|currently\s+|still\s+)?(?:use|uses|are using|run|runs|"
+    r"write (?:everything|all code|code) in|code in)\s+(?P<value>[\w.+#-]+)",
+    re.I,
+)
+_MY_X_IS_EN = re.compile(
+    r"\b(?P<who>my|our)\s+(?P<attr>(?:favou?rite\s+)?[a-z][\w\s-]{1,30}?)\s+(?:is|are)\s+(?:now\s+)?"
+    r"(?P<value>[^.,;!?]{1,40})",
+    re.I,
+)
+_LIVE_EN = re.compile(
+    r"\bi\s+(?:now\s+)?live\s+in\s+(?P<value>[A-Z][\w\s-]{1,30}?)(?:[.,;!?]|$| now| with)", re.I
+)
+_WORK_EN = re.compile(
+    r"\bi\s+(?:now\s+)?work\s+(?:at|for)\s+(?P<value>[A-Z][\w&.\s-]{1,30}?)(?:[.,;!?]|$| as)", re.I
+)
+
+_SWITCH_ZH = re.compile(
+    r"从\s*(?P<old>[\w.+#-]{1,20}?)\s*(?:迁移|切换|换|改|转)(?:到|成|为)\s*(?P<new>[\w.+#-]{1,20})"
+)
+_FROM_NOW_ZH = re.compile(
+    r"(?:以后|今后|从现在(?:开始|起))[，,]?\s*(?:所有|全部)?(?P<topic>[\u4e00-\u9fff]{0,6}?)(?:都|统一)?(?:用|使用|改用|写成)\s*(?P<value>[\w.+#-]{1,20})"
+)
+_USE_ZH = re.compile(
+    r"(?:我们|我|团队)(?:现在|目前|一直)?(?:用|使用|采用)\s*(?P<value>[A-Za-z][\w.+#-]{0,20})"
+)
+_MY_X_IS_ZH = re.compile(r"我的(?P<attr>[\u4e00-\u9fff]{1,8}?)是(?P<value>[^，。,.！!？?]{1,20})")
+_LIVE_ZH = re.compile(r"我(?:现在)?住在(?P<value>[\u4e00-\u9fff]{2,8})")
+
+_ZH_TOPIC_ATTRIBUTES = {
+    "代码": "programming language",
+    "数据库": "database",
+    "前端": "frontend framework",
+}
+_EN_TOPIC_ATTRIBUTES = {
+    "code": "programming language",
+    "new code": "programming language",
+    "services": "programming language",
+    "the code": "programming language",
+    "scripts": "programming language",
+    "database": "database",
+    "data": "database",
+    "frontend": "frontend framework",
+    "ui": "frontend framework",
+}
+
+
+def tech_category(value: str) -> str | None:
+    return _TECH_LOOKUP.get(normalise(value))
+
+
+def _canonical_value(value: str) -> str:
+    cleaned = strip_edges(value)
+    words = cleaned.split()
+    # "PostgreSQL now", "TypeScript please": drop trailing filler words.
+    while words and words[-1].lower() in {"now", "please", "instead", "too", "again", "today"}:
+        words.pop()
+    return " ".join(words)
+
+
+def _first_tech(text: str) -> str | None:
+    match = _TECH_PATTERN.search(text)
+    return match.group(1) if match else None
+
+
+def extract_triplet(text: str, speaker: str) -> Triplet | None:
+    """The (subject, attribute, value) this text states, if it clearly states one."""
+    subject = normalise(speaker)
+
+    def make(attribute: str, value: str) -> Triplet | None:
+        value = _canonical_value(value)
+        if not value or len(value) > 40:
+            return None
+        return Triplet(subject=subject, attribute=normalise(attribute), value=value)
+
+    for pattern in (_SWITCH_EN, _SWITCH_ZH):
+        match = pattern.search(text)
+        if match:
+            new = _first_tech(match.group("new")) or match.group("new")
+            category = tech_category(new) or tech_category(match.group("old").strip())
+            return make(category or strip_edges(match.group("old")), new)
+    match = _FROM_NOW_EN.search(text) or _FROM_NOW_ZH.search(text)
+    if match:
+        value = _first_tech(match.group("value")) or match.group("value")
+        topic = normalise(match.group("topic") or "")
+        category = (
+            tech_category(value)
+            or _EN_TOPIC_ATTRIBUTES.get(topic)
+            or _ZH_TOPIC_ATTRIBUTES.get(topic)
+        )
+        if category or topic:
+            return make(category or topic, value)
+    match = _USE_FOR_EN.search(text)
+    if match:
+        value = match.group("value")
+        return make(
+            tech_category(_first_tech(value) or value) or match.group("attr"),
+            _first_tech(value) or value,
+        )
+    for pattern in (_USE_EN, _USE_ZH):
+        match = pattern.search(text)
+        if match:
+            value = _first_tech(match.group("value")) or ""
+            category = tech_category(value) if value else None
+            if category:
+                return make(category, value)
+    match = _LIVE_EN.search(text) or _LIVE_ZH.search(text)
+    if match:
+        return make("home city", match.group("value"))
+    match = _WORK_EN.search(text)
+    if match:
+        return make("employer", match.group("value"))
+    match = _MY_X_IS_EN.search(text) or _MY_X_IS_ZH.search(text)
+    if match:
+        return make(match.group("attr"), match.group("value"))
+    return None
+
+
+def extract_entities(text: str) -> list[str]:
+    """Identifiers, names, technologies and quoted titles mentioned in the text (deduplicated)."""
+    found: list[str] = []
+    found += [m.group(0) for m in _IDENTIFIER.finditer(text)]
+    found += [m.group(0) for m in _EMAIL.finditer(text)]
+    found += [m.group(0) for m in _VERSION.finditer(text)]
+    found += [m.group(1) for m in _TECH_PATTERN.finditer(text)]
+    found += [m.group(1).strip() for m in _QUOTED.finditer(text)]
+    found += [m.group(1) for m in _CAPITALISED.finditer(text) if m.group(1) not in _STOP_CAPITALS]
+    seen: set[str] = set()
+    entities: list[str] = []
+    for entity in found:
+        key = normalise(entity)
+        if key and key not in seen and len(key) > 1:
+            seen.add(key)
+            entities.append(entity)
+    return entities[:24]
+
+
+def memory_id(namespace: str, source_event_ids: Iterable[str], content: str) -> str:
+    """Content-addressed id: replay with the same log yields the same id (I2)."""
+    digest = hashlib.sha256()
+    digest.update(namespace.encode())
+    digest.update(b"\x00")
+    for event_id in sorted(source_event_ids):
+        digest.update(event_id.encode())
+        digest.update(b"\x00")
+    digest.update(normalise(content).encode())
+    return "m_" + digest.hexdigest()[:24]
+
+
+def segment_id(namespace: str, session_id: str, first_event_id: str) -> str:
+    digest = hashlib.sha256(f"{namespace}\x00{session_id}\x00{first_event_id}".encode())
+    return "g_" + digest.hexdigest()[:16]

@@ -1,0 +1,44 @@
+"""Text helpers shared by the decision logic: language, sentences, normalisation."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s+|(?<=[。！？；])")
+_SPACES = re.compile(r"\s+")
+_PUNCT_EDGES = re.compile(r"^[\W_]+|[\W_]+$", re.UNICODE)
+
+
+def cjk_ratio(text: str) -> float:
+    letters = [ch for ch in text if not ch.isspace()]
+    if not letters:
+        return 0.0
+    return sum(1 for ch in letters if _CJK.match(ch)) / len(letters)
+
+
+def language_of(text: str) -> str:
+    """'zh' when a meaningful share of the characters are CJK, else 'en'."""
+    return "zh" if cjk_ratio(text) >= 0.2 else "en"
+
+
+def sentences(text: str) -> list[str]:
+    parts = [part.strip() for part in _SENTENCE_END.split(text)]
+    return [part for part in parts if part]
+
+
+def normalise(text: str) -> str:
+    """Canonical form for content addressing and duplicate checks."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _SPACES.sub(" ", folded).strip()
+
+
+def strip_edges(text: str) -> str:
+    return _PUNCT_EDGES.sub("", text).strip()
+
+
+def clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 1)].rstrip() + "…"

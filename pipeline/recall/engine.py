@@ -1,0 +1,303 @@
+"""Recall: route → candidates per path → fuse → score → fall back → as-of filter → cut → format.
+
+Every decision takes the query time from ``at`` (I2); the only model call is one query
+embedding, made before the index lock is taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from pipeline.encoders import Encoder
+from pipeline.recall.context import Language, format_context, format_line
+from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
+from pipeline.recall.hot_index import BoolArray, HotIndex, NamespaceView, top_k
+from pipeline.recall.lexical import tokenize
+from pipeline.recall.routing import RouteDecision, classify
+from pipeline.recall.scoring import (
+    DEFAULT_TUNING,
+    RecallTuning,
+    final_score,
+    freshness,
+    relevance,
+    status_at,
+    supersede_chain,
+    truncate_by_gaps,
+)
+from pipeline.recall.temporal import NaiveTime, TimeWindow, parse_time_window
+from pipeline.recall.types import PathEvidence, RecalledMemory, RecallTrace
+from pipeline.settings import RecallPolicy
+from schemas.memory import REGIONS, Region, Status
+
+_HIDDEN: frozenset[Status] = frozenset({"superseded", "forgotten"})
+
+
+@dataclass
+class _Candidate:
+    fused: Fused
+    relevance: float
+    freshness: float
+    score: float
+    status: Status
+    via_fallback: bool
+
+
+class RecallEngine:
+    def __init__(
+        self,
+        index: HotIndex,
+        encoder: Encoder,
+        policy: RecallPolicy | None = None,
+        tuning: RecallTuning = DEFAULT_TUNING,
+    ) -> None:
+        self.index = index
+        self.encoder = encoder
+        self.policy = policy or RecallPolicy()
+        self.tuning = tuning
+
+    def recall(
+        self,
+        namespace: str,
+        query: str,
+        *,
+        at: datetime,
+        limit: int | None = None,
+        regions: Sequence[Region] | None = None,
+        include_history: bool = False,
+        truncate: bool = True,
+        budget_chars: int | None = None,
+    ) -> list[RecalledMemory]:
+        memories, _ = self.recall_with_trace(
+            namespace, query, at=at, limit=limit, regions=regions,
+            include_history=include_history, truncate=truncate, budget_chars=budget_chars,
+        )
+        return memories
+
+    def format_context(
+        self,
+        namespace: str,
+        query: str,
+        *,
+        at: datetime,
+        limit: int | None = None,
+        regions: Sequence[Region] | None = None,
+        include_history: bool = False,
+        budget_chars: int | None = None,
+        budget_tokens: int | None = None,
+        language: Language | None = None,
+    ) -> str:
+        memories = self.recall(
+            namespace, query, at=at, limit=limit, regions=regions,
+            include_history=include_history,
+        )
+        return format_context(
+            memories,
+            max_chars=budget_chars or self.policy.context_chars,
+            memory_chars=self.policy.memory_chars,
+            max_tokens=budget_tokens,
+            language=language,
+        )
+
+    def recall_with_trace(
+        self,
+        namespace: str,
+        query: str,
+        *,
+        at: datetime,
+        limit: int | None = None,
+        regions: Sequence[Region] | None = None,
+        include_history: bool = False,
+        truncate: bool = True,
+        budget_chars: int | None = None,
+    ) -> tuple[list[RecalledMemory], RecallTrace]:
+        if at.tzinfo is None:
+            raise NaiveTime("at: a timezone-aware datetime is required")
+        decision = classify(query)
+        window = parse_time_window(query, at)
+        # The one model call, outside the lock so index updates are not held up by it.
+        query_vector = np.asarray(self.encoder.encode([query])[0], dtype=np.float32)
+        tokens = tokenize(query)
+
+        explicit = list(dict.fromkeys(regions)) if regions else None
+        if explicit is not None:
+            primary, may_fall_back = explicit, False
+        elif decision.confidence >= self.tuning.min_route_confidence:
+            primary, may_fall_back = [decision.route], True
+        else:
+            # No confident route: one pass over everything beats a wrong first guess.
+            primary, may_fall_back = list(REGIONS), False
+
+        with self.index.lock:
+            view = self.index.view(namespace)
+            if view is None or view.size == 0:
+                return [], self._trace(decision, primary, False, window, 0)
+            candidates, fallback_used = self._candidates(
+                view, query, tokens, query_vector, at, window, primary, explicit,
+                may_fall_back, include_history,
+            )
+            candidates.sort(key=lambda c: (-c.score, c.fused.memory_id))
+            count = len(candidates)
+            if truncate:
+                count = truncate_by_gaps([c.score for c in candidates], self.policy)
+                if limit is not None:
+                    count = min(count, limit)
+            else:
+                count = min(count, limit if limit is not None else self.policy.max_results)
+            memories = [
+                self._recalled(view, candidate, include_history)
+                for candidate in candidates[:count]
+            ]
+        if budget_chars is not None:
+            memories = self._fit(memories, budget_chars)
+        return memories, self._trace(decision, primary, fallback_used, window, len(candidates))
+
+    # ----- steps -----
+
+    def _candidates(
+        self,
+        view: NamespaceView,
+        query: str,
+        tokens: list[str],
+        query_vector: np.ndarray,
+        at: datetime,
+        window: TimeWindow | None,
+        primary: list[Region],
+        explicit: list[Region] | None,
+        may_fall_back: bool,
+        include_history: bool,
+    ) -> tuple[list[_Candidate], bool]:
+        k = self.policy.candidates_per_path
+        similarities = view.similarities(query_vector)
+        visible = view.visible_mask(at, include_history)
+        if explicit is not None:
+            # Regions the caller names are a hard filter on every path.
+            visible &= view.region_mask(explicit)
+        routed = visible & view.region_mask(primary)
+        activations = view.activations(at)
+
+        def accept(memory_id: str) -> bool:
+            slot = view.slot_of.get(memory_id)
+            return slot is not None and bool(visible[slot])
+
+        def listed(values: np.ndarray, mask: BoolArray) -> list[tuple[str, float]]:
+            return [(view.ids[s], float(values[s])) for s in top_k(values, mask, k).tolist()]
+
+        # Lexical and entity paths are not routed: an exact match is evidence in any region.
+        bm25_hits = view.bm25.search(tokens, k, accept)
+        entity_hits = view.entities.search(query, k, accept)
+        ranked: dict[str, list[tuple[str, float]]] = {
+            "dense": listed(similarities, routed),
+            "bm25": [(hit.memory_id, hit.score) for hit in bm25_hits],
+            "entity": [(hit.memory_id, hit.score) for hit in entity_hits],
+            "activation": listed(activations, routed),
+        }
+        if window is not None:
+            # Inside the window, the most similar first.
+            ranked["temporal"] = listed(similarities, visible & view.window_mask(window))
+        coverage = {hit.memory_id: hit.coverage for hit in bm25_hits}
+        entity_score = {hit.memory_id: hit.score for hit in entity_hits}
+
+        def score_all(first_pass: set[str] | None) -> list[_Candidate]:
+            fused = rrf_fuse(ranked, self.tuning.path_weights, RRF_K)
+            ceiling = max_rrf([path for path, hits in ranked.items() if hits],
+                              self.tuning.path_weights, RRF_K) or 1.0
+            scored: list[_Candidate] = []
+            for item in fused:
+                record = view.records[item.memory_id]
+                status = status_at(record, at)
+                if status is None or (status in _HIDDEN and not include_history):
+                    continue
+                slot = view.slot_of[item.memory_id]
+                rel = relevance(
+                    float(similarities[slot]),
+                    coverage.get(item.memory_id, 0.0),
+                    entity_score.get(item.memory_id, 0.0),
+                    item.rrf / ceiling,
+                    self.tuning,
+                )
+                if window is not None and not window.contains(record.created_at):
+                    rel *= self.tuning.outside_window_factor
+                fresh = freshness(record.created_at, at, self.policy.freshness_lambda_per_day)
+                scored.append(_Candidate(
+                    item, rel, fresh,
+                    final_score(rel, record.importance, fresh, self.policy), status,
+                    first_pass is not None and item.memory_id not in first_pass,
+                ))
+            return scored
+
+        candidates = score_all(None)
+        best = max((c.relevance for c in candidates), default=0.0)
+        if not may_fall_back or best >= self.policy.fallback_below:
+            return candidates, False
+        # Weak answer from the routed region: widen dense and activation to every region.
+        first_pass = {c.fused.memory_id for c in candidates}
+        ranked["dense"] = listed(similarities, visible)
+        ranked["activation"] = listed(activations, visible)
+        return score_all(first_pass), True
+
+    def _recalled(
+        self, view: NamespaceView, candidate: _Candidate, include_history: bool
+    ) -> RecalledMemory:
+        record = view.records[candidate.fused.memory_id]
+        return RecalledMemory(
+            id=record.id,
+            namespace=record.namespace,
+            content=record.content,
+            region=record.region,
+            kind=record.kind,
+            importance=record.importance,
+            status=candidate.status,
+            created_at=record.created_at,
+            valid_from=record.valid_from,
+            valid_to=record.valid_to,
+            score=round(candidate.score, 6),
+            relevance=round(candidate.relevance, 6),
+            freshness=round(candidate.freshness, 6),
+            explanation={
+                path: PathEvidence(rank=hit.rank, score=round(hit.score, 6))
+                for path, hit in candidate.fused.paths.items()
+            },
+            provenance=list(record.provenance),
+            superseded_by=record.superseded_by,
+            supersede_chain=(
+                supersede_chain(record, view.records.get) if include_history else []
+            ),
+            history=list(record.history) if include_history else None,
+            via_fallback=candidate.via_fallback,
+        )
+
+    def _fit(self, memories: list[RecalledMemory], budget_chars: int) -> list[RecalledMemory]:
+        """Keep the leading memories whose context lines fit in ``budget_chars``."""
+        kept: list[RecalledMemory] = []
+        used = 0
+        for memory in memories:
+            cost = len(format_line(memory, max_chars=self.policy.memory_chars)) + (1 if kept else 0)
+            if used + cost > budget_chars:
+                break
+            kept.append(memory)
+            used += cost
+        return kept
+
+    @staticmethod
+    def _trace(
+        decision: RouteDecision,
+        regions: list[Region],
+        fallback_used: bool,
+        window: TimeWindow | None,
+        candidates: int,
+    ) -> RecallTrace:
+        return RecallTrace(
+            route=decision.route,
+            route_confidence=decision.confidence,
+            route_reason=decision.reason,
+            regions=regions,
+            fallback_used=fallback_used,
+            window_start=window.start if window else None,
+            window_end=window.end if window else None,
+            window_label=window.label if window else "",
+            candidates=candidates,
+        )

@@ -1,0 +1,175 @@
+"""Scores and visibility, as pure functions of a record and the query time ``at``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
+from pipeline.settings import RecallPolicy
+from schemas.memory import MemoryRecord, Status
+
+SECONDS_PER_DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class RecallTuning:
+    """Knobs of this package beyond ``RecallPolicy`` (seed numbers live there)."""
+
+    path_weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_PATH_WEIGHTS))
+    # How much a lexical/entity match counts as similarity, relative to a cosine of 1.
+    bm25_evidence: float = 0.85
+    entity_evidence: float = 0.95
+    # Share of relevance that comes from agreement between paths (normalised RRF).
+    consensus_share: float = 0.2
+    # Relevance multiplier for memories outside a time window the query names.
+    outside_window_factor: float = 0.8
+    # Below this routing confidence the dense path searches every region at once.
+    min_route_confidence: float = 0.3
+    # Activation decay: slower for important memories (seed: base > 0.8).
+    activation_lambda_important: float = 0.01
+    activation_lambda_default: float = 0.05
+    important_base: float = 0.8
+
+
+DEFAULT_TUNING = RecallTuning()
+
+
+def days_between(earlier: datetime, later: datetime) -> float:
+    return (later - earlier).total_seconds() / SECONDS_PER_DAY
+
+
+def freshness(created_at: datetime, at: datetime, lambda_per_day: float) -> float:
+    """exp(−λ·days since created); a memory from the future of ``at`` counts as brand new."""
+    return math.exp(-lambda_per_day * max(0.0, days_between(created_at, at)))
+
+
+def activation_lambda(base_importance: float, tuning: RecallTuning = DEFAULT_TUNING) -> float:
+    if base_importance > tuning.important_base:
+        return tuning.activation_lambda_important
+    return tuning.activation_lambda_default
+
+
+def activation_at(
+    record: MemoryRecord, at: datetime, tuning: RecallTuning = DEFAULT_TUNING
+) -> float:
+    """``activation · e^(−λΔt)``, Δt in days from ``activation_at`` to ``at`` (never negative)."""
+    elapsed = max(0.0, days_between(record.activation_at, at))
+    decay = math.exp(-activation_lambda(record.base_importance, tuning) * elapsed)
+    return record.activation * decay
+
+
+def final_score(relevance: float, importance: float, fresh: float, policy: RecallPolicy) -> float:
+    # Importance can reach 1.5 (confirmation factor); clip so every term stays in [0, 1].
+    return (
+        policy.weight_similarity * relevance
+        + policy.weight_importance * min(1.0, max(0.0, importance))
+        + policy.weight_freshness * fresh
+    )
+
+
+def relevance(
+    cosine: float,
+    bm25_coverage: float,
+    entity_score: float,
+    rrf_share: float,
+    tuning: RecallTuning = DEFAULT_TUNING,
+) -> float:
+    """Similarity in [0, 1]: the strongest single piece of evidence, plus path agreement.
+
+    The dense cosine alone would bury an exact id that the embedding blurs; any one path that is
+    sure (high cosine, the whole query matched lexically, a verbatim identifier) may carry it.
+    """
+    evidence = max(
+        max(0.0, min(1.0, cosine)),
+        tuning.bm25_evidence * max(0.0, min(1.0, bm25_coverage)),
+        tuning.entity_evidence * min(1.0, entity_score),
+    )
+    share = max(0.0, min(1.0, rrf_share))
+    return (1.0 - tuning.consensus_share) * evidence + tuning.consensus_share * share
+
+
+def truncate_by_gaps(scores: Sequence[float], policy: RecallPolicy) -> int:
+    """How many of the descending ``scores`` to keep.
+
+    Seed rule on the top gap: s1 − s2 > gap_one → 1; ≥ gap_two → 2; else up to max_results. In
+    the last case we also stop at the first later cliff (> gap_one), so a clear tail is not kept
+    just because the head was close.
+    """
+    if not scores:
+        return 0
+    if len(scores) == 1:
+        return 1
+    top_gap = scores[0] - scores[1]
+    if top_gap > policy.gap_one:
+        return 1
+    if top_gap >= policy.gap_two:
+        return min(2, len(scores))
+    keep = min(policy.max_results, len(scores))
+    for position in range(1, keep):
+        if scores[position - 1] - scores[position] > policy.gap_one:
+            return position
+    return keep
+
+
+_STATUS_CHANGES: dict[str, Status | None] = {
+    "created": "active",
+    "superseded": "superseded",
+    "forgotten": "forgotten",
+    "cooled": "cold",
+    "reactivated": "active",
+    "erased": None,
+}
+
+
+def status_at(record: MemoryRecord, at: datetime) -> Status | None:
+    """The record's status as of ``at``, or None when it is not visible then.
+
+    Not visible: created after ``at``, or erased by then. Otherwise replay the status-changing
+    history entries up to ``at``. A record whose history has no status entries at all (an older
+    writer) is taken to have its current status since ``updated_at``.
+    """
+    if record.created_at > at:
+        return None
+    changes = [entry for entry in record.history if entry.change in _STATUS_CHANGES]
+    if not changes:
+        if record.status != "active" and record.updated_at > at:
+            return "active"
+        return record.status
+    status: Status | None = "active"
+    for entry in sorted(changes, key=lambda entry: entry.at):
+        if entry.at > at:
+            break
+        status = _STATUS_CHANGES[entry.change]
+    return status
+
+
+def hidden_since(record: MemoryRecord) -> datetime | None:
+    """When the record last became superseded/forgotten, if it is so now (for vector prefilters)."""
+    if record.status not in ("superseded", "forgotten"):
+        return None
+    for entry in reversed(sorted(record.history, key=lambda entry: entry.at)):
+        if entry.change in ("superseded", "forgotten"):
+            return entry.at
+    return record.updated_at
+
+
+def supersede_chain(
+    record: MemoryRecord, lookup: Callable[[str], MemoryRecord | None], limit: int = 32
+) -> list[str]:
+    """Ids of the records that replaced ``record``, oldest replacement first."""
+    chain: list[str] = []
+    seen = {record.id}
+    current: MemoryRecord | None = record
+    while current is not None and len(chain) < limit:
+        successor = current.superseded_by or next(
+            (a.memory_id for a in current.associations if a.relation == "superseded_by"), None
+        )
+        if successor is None or successor in seen:
+            break
+        chain.append(successor)
+        seen.add(successor)
+        current = lookup(successor)
+    return chain

@@ -1,0 +1,296 @@
+"""Time windows named in a query ("last week", "in May 2023", "上周", "三天前"), relative to ``at``.
+
+Rules, not dateparser: dateparser resolves one *date* ("last week" → a single instant) rather than
+a *window*, and it reads the wall clock unless every call is given a base; a few dozen regexes are
+deterministic, cover English and Chinese, and say exactly which window they mean.
+
+Windows are half-open ``[start, end)`` in the timezone of ``at``. Calendar words mean calendar
+units: "last week" is the previous Monday–Sunday week, "last month" the previous calendar month.
+Rolling phrases ("past 3 days", "最近三天") end at the end of ``at``'s day.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+
+from schemas.errors import HindsightError
+
+
+class NaiveTime(HindsightError):
+    pass
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    start: datetime
+    end: datetime
+    label: str = ""
+
+    def contains(self, moment: datetime) -> bool:
+        return self.start <= moment < self.end
+
+
+# ---------- calendar helpers (all in at's timezone) ----------
+
+
+def _day_start(moment: datetime) -> datetime:
+    return datetime.combine(moment.date(), time(0), tzinfo=moment.tzinfo)
+
+
+def _day(at: datetime, offset_days: int, label: str) -> TimeWindow:
+    start = _day_start(at) + timedelta(days=offset_days)
+    return TimeWindow(start, start + timedelta(days=1), label)
+
+
+def _week(at: datetime, offset_weeks: int, label: str) -> TimeWindow:
+    monday = _day_start(at) - timedelta(days=at.weekday()) + timedelta(weeks=offset_weeks)
+    return TimeWindow(monday, monday + timedelta(weeks=1), label)
+
+
+def _month_start(year: int, month: int, tz: object) -> datetime:
+    # Normalise month overflow/underflow (month 0 → December of the previous year).
+    year += (month - 1) // 12
+    month = (month - 1) % 12 + 1
+    return datetime(year, month, 1, tzinfo=tz)  # type: ignore[arg-type]
+
+
+def _month(year: int, month: int, at: datetime, label: str) -> TimeWindow:
+    return TimeWindow(
+        _month_start(year, month, at.tzinfo), _month_start(year, month + 1, at.tzinfo), label
+    )
+
+
+def _year(year: int, at: datetime, label: str) -> TimeWindow:
+    return TimeWindow(
+        datetime(year, 1, 1, tzinfo=at.tzinfo), datetime(year + 1, 1, 1, tzinfo=at.tzinfo), label
+    )
+
+
+def _date(year: int, month: int, day: int, at: datetime, label: str) -> TimeWindow | None:
+    try:
+        start = datetime(year, month, day, tzinfo=at.tzinfo)
+    except ValueError:
+        return None  # "31 February": not a date, so not a window
+    return TimeWindow(start, start + timedelta(days=1), label)
+
+
+def _rolling(at: datetime, days: int, label: str) -> TimeWindow:
+    end = _day_start(at) + timedelta(days=1)
+    return TimeWindow(end - timedelta(days=days), end, label)
+
+
+# ---------- numbers ----------
+
+_EN_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "a couple of": 2,
+}
+_ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6,
+              "七": 7, "八": 8, "九": 9}
+
+
+def parse_chinese_number(text: str) -> int | None:
+    """Arabic digits or Chinese numerals below 1000 ("三", "十二", "二十三", "一百零五")."""
+    if text.isdigit():
+        return int(text)
+    total, current = 0, 0
+    for char in text:
+        if char in _ZH_DIGITS:
+            current = _ZH_DIGITS[char]
+        elif char == "十":
+            total += (current or 1) * 10
+            current = 0
+        elif char == "百":
+            total += (current or 1) * 100
+            current = 0
+        else:
+            return None
+    return total + current if text else None
+
+
+def _en_number(text: str) -> int | None:
+    text = text.lower().strip()
+    return int(text) if text.isdigit() else _EN_NUMBERS.get(text)
+
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
+            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
+            ("september", "sept", "sep"), ("october", "oct"), ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_WEEKDAYS_EN = {
+    "monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4, "saturday": 5,
+    "sunday": 6,
+}
+_WEEKDAYS_ZH = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+_ZH_NUM = r"[0-9零〇一二两三四五六七八九十百]+"
+
+
+def _shift_unit(at: datetime, amount: int, unit: str, label: str) -> TimeWindow:
+    """The calendar unit that contains ``at`` moved back ``amount`` units."""
+    if unit.startswith(("day", "天", "日")):
+        return _day(at, -amount, label)
+    if unit.startswith(("week", "周", "星期", "礼拜", "个星期", "个礼拜")):
+        return _week(at, -amount, label)
+    if unit.startswith(("month", "月", "个月")):
+        return _month(at.year, at.month - amount, at, label)
+    return _year(at.year - amount, at, label)
+
+
+def _rolling_unit(at: datetime, amount: int, unit: str, label: str) -> TimeWindow:
+    per = {"d": 1, "w": 7, "m": 30, "y": 365}
+    key = "d"
+    if unit.startswith(("week", "周", "星期", "个星期", "礼拜")):
+        key = "w"
+    elif unit.startswith(("month", "个月", "月")):
+        key = "m"
+    elif unit.startswith(("year", "年")):
+        key = "y"
+    return _rolling(at, amount * per[key], label)
+
+
+def _latest_month(at: datetime, month: int) -> int:
+    """Year of the latest ``month`` not after ``at`` ("in May" asked in March → last year's May)."""
+    return at.year if month <= at.month else at.year - 1
+
+
+def _latest_date_year(at: datetime, month: int, day: int) -> int:
+    return at.year if (month, day) <= (at.month, at.day) else at.year - 1
+
+
+def _weekday_back(at: datetime, weekday: int, strictly_before: bool, label: str) -> TimeWindow:
+    back = (at.weekday() - weekday) % 7
+    if back == 0 and strictly_before:
+        back = 7
+    return _day(at, -back, label)
+
+
+# ---------- rules ----------
+
+Matcher = Callable[[re.Match[str], datetime], TimeWindow | None]
+
+
+@dataclass(frozen=True)
+class _Rule:
+    pattern: re.Pattern[str]
+    build: Matcher
+
+
+def _rule(pattern: str, build: Matcher) -> _Rule:
+    return _Rule(re.compile(pattern, re.IGNORECASE), build)
+
+
+def _label(match: re.Match[str]) -> str:
+    return match.group(0).strip()
+
+
+_RULES: tuple[_Rule, ...] = (
+    # ----- English: explicit dates first (most specific) -----
+    _rule(r"\b((?:19|20)\d\d)-(\d{1,2})-(\d{1,2})\b",
+          lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m))),
+    _rule(r"\b((?:19|20)\d\d)/(\d{1,2})/(\d{1,2})\b",
+          lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m))),
+    _rule(rf"\b(?:on )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_RE})\.?,? ((?:19|20)\d\d)\b",
+          lambda m, at: _date(int(m[3]), _MONTHS[m[2].lower()], int(m[1]), at, _label(m))),
+    _rule(rf"\b(?:on )?({_MONTH_RE})\.? (\d{{1,2}})(?:st|nd|rd|th)?,? ((?:19|20)\d\d)\b",
+          lambda m, at: _date(int(m[3]), _MONTHS[m[1].lower()], int(m[2]), at, _label(m))),
+    _rule(rf"\b(?:in |during )?({_MONTH_RE}),? ((?:19|20)\d\d)\b",
+          lambda m, at: _month(int(m[2]), _MONTHS[m[1].lower()], at, _label(m))),
+    _rule(rf"\bon (\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_RE})\b",
+          lambda m, at: _date(_latest_date_year(at, _MONTHS[m[2].lower()], int(m[1])),
+                              _MONTHS[m[2].lower()], int(m[1]), at, _label(m))),
+    _rule(rf"\bon ({_MONTH_RE}) (\d{{1,2}})(?:st|nd|rd|th)?\b",
+          lambda m, at: _date(_latest_date_year(at, _MONTHS[m[1].lower()], int(m[2])),
+                              _MONTHS[m[1].lower()], int(m[2]), at, _label(m))),
+    # "in May" needs the preposition: a bare "may" is usually the verb.
+    _rule(rf"\b(?:in|during|since) ({_MONTH_RE})\b",
+          lambda m, at: _month(_latest_month(at, _MONTHS[m[1].lower()]),
+                               _MONTHS[m[1].lower()], at, _label(m))),
+    # ----- English: relative -----
+    _rule(r"\bday before yesterday\b", lambda m, at: _day(at, -2, _label(m))),
+    _rule(r"\b(?:yesterday|last night)\b", lambda m, at: _day(at, -1, _label(m))),
+    _rule(r"\b(?:today|tonight|this morning|this afternoon|this evening)\b",
+          lambda m, at: _day(at, 0, _label(m))),
+    _rule(r"\b(?:past|last|previous) (\d+|two|three|four|five|six|seven|eight|nine|ten|"
+          r"eleven|twelve|couple of) (days?|weeks?|months?|years?)\b",
+          lambda m, at: _rolling_unit(at, _en_number(m[1]) or 1, m[2].lower(), _label(m))),
+    _rule(r"\b(?:the )?past (day|week|month|year)\b",
+          lambda m, at: _rolling_unit(at, 1, m[1].lower(), _label(m))),
+    _rule(r"\b(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+          r"a couple of) (days?|weeks?|months?|years?) ago\b",
+          lambda m, at: _shift_unit(at, _en_number(m[1]) or 1, m[2].lower(), _label(m))),
+    _rule(r"\b(?:last|previous) week\b", lambda m, at: _week(at, -1, _label(m))),
+    _rule(r"\bthis week\b", lambda m, at: _week(at, 0, _label(m))),
+    _rule(r"\b(?:last|previous) month\b",
+          lambda m, at: _month(at.year, at.month - 1, at, _label(m))),
+    _rule(r"\bthis month\b", lambda m, at: _month(at.year, at.month, at, _label(m))),
+    _rule(r"\b(?:last|previous) year\b", lambda m, at: _year(at.year - 1, at, _label(m))),
+    _rule(r"\bthis year\b", lambda m, at: _year(at.year, at, _label(m))),
+    _rule(r"\blast (monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+          lambda m, at: _weekday_back(at, _WEEKDAYS_EN[m[1].lower()], True, _label(m))),
+    _rule(r"\bon (monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+          lambda m, at: _weekday_back(at, _WEEKDAYS_EN[m[1].lower()], False, _label(m))),
+    # A bare year, not part of an identifier or version ("SF2023", "v2023.1", "2023-05").
+    _rule(r"(?<![\w.\-/])((?:19|20)\d\d)(?![\w.\-/年])",
+          lambda m, at: _year(int(m[1]), at, _label(m))),
+    # ----- Chinese: explicit dates -----
+    _rule(r"((?:19|20)\d\d)年(\d{1,2})月(\d{1,2})[日号]",
+          lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m))),
+    _rule(r"((?:19|20)\d\d)年(\d{1,2})月",
+          lambda m, at: _month(int(m[1]), int(m[2]), at, _label(m))),
+    _rule(r"(?<!\d)(\d{1,2})月(\d{1,2})[日号]",
+          lambda m, at: _date(_latest_date_year(at, int(m[1]), int(m[2])), int(m[1]), int(m[2]),
+                              at, _label(m))),
+    _rule(r"((?:19|20)\d\d)年", lambda m, at: _year(int(m[1]), at, _label(m))),
+    # ----- Chinese: relative -----
+    _rule(r"大前天", lambda m, at: _day(at, -3, _label(m))),
+    _rule(r"前天", lambda m, at: _day(at, -2, _label(m))),
+    _rule(r"昨天|昨日|昨晚", lambda m, at: _day(at, -1, _label(m))),
+    _rule(r"今天|今日|今早|今晚", lambda m, at: _day(at, 0, _label(m))),
+    _rule(rf"(?:最近|过去|近)({_ZH_NUM})(天|周|个星期|个礼拜|个月|年)",
+          lambda m, at: _rolling_unit(at, parse_chinese_number(m[1]) or 1, m[2], _label(m))),
+    _rule(rf"({_ZH_NUM})(天|日|周|个星期|个礼拜|星期|个月|年)(?:以)?前",
+          lambda m, at: _shift_unit(at, parse_chinese_number(m[1]) or 1, m[2], _label(m))),
+    _rule(r"上(?:周|星期|个星期|礼拜|个礼拜)([一二三四五六日天])",
+          lambda m, at: _day(_week(at, -1, "").start, _WEEKDAYS_ZH[m[1]], _label(m))),
+    _rule(r"(?:这|本)(?:周|星期|个星期|礼拜)([一二三四五六日天])",
+          lambda m, at: _day(_week(at, 0, "").start, _WEEKDAYS_ZH[m[1]], _label(m))),
+    _rule(r"上上(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, -2, _label(m))),
+    _rule(r"上(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, -1, _label(m))),
+    _rule(r"(?:这|本)(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, 0, _label(m))),
+    _rule(r"上上个月", lambda m, at: _month(at.year, at.month - 2, at, _label(m))),
+    _rule(r"上个?月", lambda m, at: _month(at.year, at.month - 1, at, _label(m))),
+    _rule(r"(?:这个|本)月", lambda m, at: _month(at.year, at.month, at, _label(m))),
+    _rule(r"前年", lambda m, at: _year(at.year - 2, at, _label(m))),
+    _rule(r"去年", lambda m, at: _year(at.year - 1, at, _label(m))),
+    _rule(r"今年", lambda m, at: _year(at.year, at, _label(m))),
+)
+
+
+def parse_time_window(query: str, at: datetime) -> TimeWindow | None:
+    """The window the query names, relative to ``at``; the leftmost (then longest) phrase wins."""
+    if at.tzinfo is None:
+        raise NaiveTime("at: a timezone-aware datetime is required")
+    best: tuple[int, int, TimeWindow] | None = None
+    for rule in _RULES:
+        for match in rule.pattern.finditer(query):
+            window = rule.build(match, at)
+            if window is None:
+                continue
+            key = (match.start(), -(match.end() - match.start()))
+            if best is None or key < (best[0], best[1]):
+                best = (key[0], key[1], window)
+            break  # first match of each rule is enough: later ones are further right
+    return best[2] if best else None

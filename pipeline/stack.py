@@ -1,0 +1,181 @@
+"""Start and stop the embedded default stack: local KRaft broker, topics, worker process.
+
+The worker runs as its own process (as it would in production, and so a test can kill it); the
+embedded broker is the same Kafka that a cluster runs, on loopback (I9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from pipeline.settings import Settings
+from pipeline.stores.state_topic import StateFollower, make_producer
+from schemas.codec import encode
+from schemas.errors import HindsightError
+from schemas.events import CommandIssued
+from topics.admin import ensure_topics
+from topics.catalogue import topic_names
+
+log = logging.getLogger("hindsight.stack")
+
+PROBE_NAMESPACE = "hindsight-probe"
+
+
+class WorkerProcess:
+    """A ``hindsight worker`` subprocess with its log under the data directory."""
+
+    def __init__(self, settings: Settings, log_name: str = "worker.log") -> None:
+        self.settings = settings
+        self.log_path = Path(settings.data_dir) / "logs" / log_name
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        s = self.settings
+        return [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "worker",
+            "--bootstrap",
+            s.bootstrap or "",
+            "--milvus",
+            s.milvus_path,
+            "--data-dir",
+            str(s.data_dir),
+            "--topic-prefix",
+            s.topic_prefix,
+            "--partitions",
+            str(s.partitions),
+            "--app-id",
+            s.app_id,
+            "--encoder",
+            s.encoder,
+        ]
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+        with self.log_path.open("ab") as log_file:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+
+async def wait_worker_ready(
+    settings: Settings, worker: WorkerProcess | None, timeout: float = 180.0
+) -> None:
+    """Ready means applied: publish a tick and wait until the views report its offset."""
+    names = topic_names(settings.topic_prefix)
+    follower = StateFollower(
+        settings.bootstrap or "", names["memory_state"], lambda _r: None, lambda _k: None
+    )
+    await follower.start()
+    producer = make_producer(settings.bootstrap or "", "hindsight-stack-probe")
+    await producer.start()
+    try:
+        from datetime import UTC, datetime
+
+        tick = CommandIssued(
+            event_id=f"probe-{time.time_ns()}",
+            namespace=PROBE_NAMESPACE,
+            event_time=datetime(2000, 1, 1, tzinfo=UTC),
+            command="tick",
+        )
+        meta = await producer.send_and_wait(
+            names["commands"], key=PROBE_NAMESPACE.encode(), value=encode(tick)
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            if worker is not None and not worker.alive():
+                raise HindsightError(
+                    f"worker exited during start-up; log tail:\n{worker.log_tail()}"
+                )
+            try:
+                await follower.wait_for(names["commands"], meta.partition, meta.offset, 2.0)
+                return
+            except HindsightError:
+                if time.monotonic() > deadline:
+                    tail = worker.log_tail() if worker else ""
+                    raise HindsightError(
+                        f"worker not ready after {timeout}s; log tail:\n{tail}"
+                    ) from None
+    finally:
+        await producer.stop()
+        await follower.stop()
+
+
+@asynccontextmanager
+async def running_stack(
+    settings: Settings, *, start_worker: bool = True
+) -> AsyncIterator[Settings]:
+    """Yield settings pointing at a running broker (embedded unless given) and worker."""
+    from infra.broker import LocalKafka
+
+    broker: LocalKafka | None = None
+    worker: WorkerProcess | None = None
+    data_dir = Path(settings.data_dir).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    live = replace(settings, data_dir=data_dir)
+    try:
+        if not settings.bootstrap:
+            broker = LocalKafka(data_dir / "kafka")
+            await asyncio.get_running_loop().run_in_executor(None, broker.start)
+            live = replace(live, bootstrap=broker.bootstrap)
+            log.info("embedded Kafka on %s", broker.bootstrap)
+        await ensure_topics(
+            live.bootstrap or "", live.topic_prefix, live.partitions, live.replication_factor
+        )
+        if start_worker:
+            worker = WorkerProcess(live)
+            worker.start()
+            await wait_worker_ready(live, worker)
+        yield live
+    finally:
+        if worker is not None:
+            await asyncio.get_running_loop().run_in_executor(None, worker.stop)
+        if broker is not None:
+            await asyncio.get_running_loop().run_in_executor(None, broker.stop)

@@ -1,0 +1,1 @@
+"""Event and record types, codecs and upcasters (invariant I6)."""

@@ -1,0 +1,134 @@
+"""Input events: the only source of truth (invariant I1).
+
+Every event carries ``schema_version`` and ``event_type``; old versions are upcast by
+``schemas.upcasting`` before any stage sees them (I6). Times are event times, ISO-8601 with an
+offset on the wire and timezone-aware UTC datetimes in Python.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+MAX_TURN_CHARS = 16_000
+MAX_EVENT_BYTES = 256 * 1024
+
+TURN_SCHEMA_VERSION = 2
+COMMAND_SCHEMA_VERSION = 1
+SIGNAL_SCHEMA_VERSION = 1
+
+
+def _check_namespace(value: str) -> str:
+    if not NAMESPACE_PATTERN.match(value):
+        raise ValueError(
+            "namespace must be 1-128 characters of letters, digits and . _ : @ -, "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def _require_timezone(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("event_time needs a timezone offset, e.g. 2024-05-01T10:00:00+00:00")
+    return value.astimezone(UTC)
+
+
+def check_namespace(value: str) -> str:
+    """Validate a namespace outside an event (recall, inspect), naming the field on failure."""
+    from schemas.errors import InvalidEvent
+
+    try:
+        return _check_namespace(value)
+    except ValueError as error:
+        raise InvalidEvent(str(error), "namespace", "validate") from error
+
+
+Namespace = Annotated[str, AfterValidator(_check_namespace)]
+EventTime = Annotated[datetime, AfterValidator(_require_timezone)]
+EventId = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
+
+    event_id: EventId
+    namespace: Namespace
+    event_time: EventTime
+
+
+class TurnRecorded(_Event):
+    """One conversation turn published by an agent."""
+
+    schema_version: Literal[2] = TURN_SCHEMA_VERSION
+    event_type: Literal["TurnRecorded"] = "TurnRecorded"
+    session_id: str = Field(min_length=1, max_length=128)
+    speaker: str = Field(min_length=1, max_length=128)
+    role: Literal["user", "assistant", "system", "tool"] = "user"
+    text: str = Field(max_length=MAX_TURN_CHARS)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.text.strip():
+            raise ValueError("text: must not be empty or whitespace")
+
+
+CommandName = Literal["forget", "erase", "pin", "unpin", "tick", "feedback"]
+
+
+class CommandIssued(_Event):
+    """A command against a namespace's memory.
+
+    ``forget`` marks memories forgotten (kept for audit, never recalled); ``erase`` is the hard
+    erase; ``tick`` advances event time so idle consolidation and cooling happen on replay too;
+    ``feedback`` carries a usefulness score for memories an answer used.
+    """
+
+    schema_version: Literal[1] = COMMAND_SCHEMA_VERSION
+    event_type: Literal["CommandIssued"] = "CommandIssued"
+    command: CommandName
+    memory_ids: list[str] = Field(default_factory=list, max_length=10_000)
+    whole_namespace: bool = False
+    query: str | None = Field(default=None, max_length=4_000)
+    reason: str | None = Field(default=None, max_length=1_000)
+    score: float | None = None
+
+
+class RecallHit(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    memory_id: str
+    rank: int = Field(ge=0)
+    score: float
+
+
+class MemoriesRecalled(_Event):
+    """Reinforcement signal: which memories a recall returned (the activation table reads it)."""
+
+    schema_version: Literal[1] = SIGNAL_SCHEMA_VERSION
+    event_type: Literal["MemoriesRecalled"] = "MemoriesRecalled"
+    query: str = Field(default="", max_length=4_000)
+    hits: list[RecallHit] = Field(default_factory=list, max_length=1_000)
+
+
+InputEvent = TurnRecorded | CommandIssued | MemoriesRecalled
+
+EVENT_TYPES: dict[str, type[_Event]] = {
+    "TurnRecorded": TurnRecorded,
+    "CommandIssued": CommandIssued,
+    "MemoriesRecalled": MemoriesRecalled,
+}
+
+CURRENT_VERSIONS: dict[str, int] = {
+    "TurnRecorded": TURN_SCHEMA_VERSION,
+    "CommandIssued": COMMAND_SCHEMA_VERSION,
+    "MemoriesRecalled": SIGNAL_SCHEMA_VERSION,
+}
+
+
+def iso(moment: datetime) -> str:
+    """Wire format of an event time."""
+    return moment.astimezone(UTC).isoformat()

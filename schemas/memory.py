@@ -1,0 +1,175 @@
+"""Derived records: memory units (the compacted state topic) and the change feed.
+
+These are views (I1): rebuilding from the input log reproduces them. Their JSON is versioned
+(``schema_version``) like the input events, never pickled.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MEMORY_RECORD_VERSION = 1
+MEMORY_UPDATE_VERSION = 1
+WATERMARK_VERSION = 1
+
+Region = Literal["episodic", "semantic", "procedural"]
+Kind = Literal["preference", "task_state", "fact", "procedure", "decision", "emotion", "chit_chat"]
+Status = Literal["active", "superseded", "cold", "forgotten"]
+ChangeType = Literal[
+    "created",
+    "merged",
+    "confirmed",
+    "linked",
+    "superseded",
+    "reinforced",
+    "cooled",
+    "reactivated",
+    "pinned",
+    "unpinned",
+    "forgotten",
+    "erased",
+]
+
+REGIONS: tuple[Region, ...] = ("episodic", "semantic", "procedural")
+KINDS: tuple[Kind, ...] = (
+    "preference",
+    "task_state",
+    "fact",
+    "procedure",
+    "decision",
+    "emotion",
+    "chit_chat",
+)
+
+
+class Triplet(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    subject: str
+    attribute: str
+    value: str
+
+
+class Association(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    memory_id: str
+    relation: Literal["similar", "supersedes", "superseded_by", "merged", "same_segment"]
+    weight: float
+
+
+class HistoryEntry(BaseModel):
+    """One change to a memory, with the input event that caused it (for audit)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime
+    change: ChangeType
+    cause_event_id: str
+    detail: str = ""
+
+
+class SourceTurn(BaseModel):
+    """Provenance: a turn this memory came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_id: str
+    session_id: str
+    speaker: str
+    event_time: datetime
+    dialogue_id: str | None = None
+
+
+class MemoryRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = MEMORY_RECORD_VERSION
+    id: str
+    namespace: str
+    region: Region
+    kind: Kind
+    content: str
+    # Text the indexes see: content plus speaker and segment context (for pronouns and ellipsis).
+    search_text: str
+    entities: list[str] = Field(default_factory=list)
+    triplet: Triplet | None = None
+    base_importance: float
+    confirmations: int = 0
+    importance: float
+    created_at: datetime
+    valid_from: datetime
+    valid_to: datetime | None = None
+    updated_at: datetime
+    status: Status = "active"
+    pinned: bool = False
+    superseded_by: str | None = None
+    associations: list[Association] = Field(default_factory=list)
+    provenance: list[SourceTurn] = Field(default_factory=list)
+    segment_id: str
+    access_count: int = 0
+    last_access: datetime | None = None
+    activation: float
+    activation_at: datetime
+    history: list[HistoryEntry] = Field(default_factory=list)
+    vector: list[float] = Field(default_factory=list)
+    # Last input position that changed this record: replays of older positions are skipped (I4).
+    applied_partition: int = 0
+    applied_offset: int = -1
+
+    @property
+    def source_event_ids(self) -> list[str]:
+        return [turn.event_id for turn in self.provenance]
+
+
+class MemoryChanged(BaseModel):
+    """One entry of the memory-updates change feed (documented in docs/MEMORY_UPDATES.md)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = MEMORY_UPDATE_VERSION
+    event_type: Literal["MemoryChanged"] = "MemoryChanged"
+    namespace: str
+    memory_id: str
+    change: ChangeType
+    event_time: datetime
+    cause_event_id: str
+    related_ids: list[str] = Field(default_factory=list)
+    status: Status
+    region: Region
+    kind: Kind
+    content: str
+    importance: float
+    activation: float
+
+
+class Watermark(BaseModel):
+    """How far a view has applied an input partition (I5); lives in the state topic too."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = WATERMARK_VERSION
+    event_type: Literal["Watermark"] = "Watermark"
+    topic: str
+    partition: int
+    offset: int
+
+
+class DeadLetter(BaseModel):
+    """A rejected input, kept with its original bytes (I7)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = 1
+    event_type: Literal["DeadLetter"] = "DeadLetter"
+    stage: str
+    reason: str
+    field: str | None = None
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    original_key_b64: str | None = None
+    original_value_b64: str

@@ -1,0 +1,59 @@
+"""Root fixtures shared by every test package."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+# ---------------------------------------------------------------------------------------------
+# Kafka broker fixtures (infra). Owner: infrastructure. Add other fixtures below this section.
+#
+# One broker per test session, picked in this order:
+#   1. KAFKA_BOOTSTRAP from the environment (a broker someone already runs; never started here),
+#   2. testcontainers' KafkaContainer in KRaft mode, when a Docker engine answers,
+#   3. infra.broker.LocalKafka: the real Apache Kafka jars from Maven, run with the local Java.
+# Tests isolate themselves with `topic_prefix` instead of fresh brokers, so one start serves all.
+# ---------------------------------------------------------------------------------------------
+
+KAFKA_IMAGE = "confluentinc/cp-kafka:7.6.0"  # testcontainers' KRaft-capable default
+
+
+def _docker_available() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=2).ping()
+    except Exception:  # no client library, no socket, no engine: all mean "no Docker"
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a running Kafka broker for the whole session."""
+    external = os.environ.get("KAFKA_BOOTSTRAP", "").strip()
+    if external:
+        yield external
+        return
+    if _docker_available():
+        from testcontainers.community.kafka import KafkaContainer
+
+        with KafkaContainer(KAFKA_IMAGE).with_kraft() as container:
+            yield container.get_bootstrap_server()
+        return
+    from infra.broker import LocalKafka
+
+    with LocalKafka(tmp_path_factory.mktemp("kafka")) as kafka:
+        yield kafka.bootstrap
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    """A prefix unique to one test, e.g. ``t1a2b3c4d.``, so tests never share topics."""
+    return f"t{uuid.uuid4().hex[:8]}."
+
+
+# ----------------------------- end of Kafka broker fixtures ----------------------------------

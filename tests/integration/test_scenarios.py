@@ -1,0 +1,62 @@
+"""The whole bundled scenario suite through the real stack (Kafka + worker + recall view).
+
+One stack serves the module: the suite runs once (each scenario in its own namespaces), then each
+scenario is reported as its own test, so CI shows exactly which behaviours fail and why.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.scenarios import (
+    LoadedScenario,
+    ScenarioResult,
+    format_result,
+    load_scenarios,
+    run_against_stack,
+    summary_table,
+)
+from pipeline.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+SUITE = load_scenarios([Path(__file__).resolve().parents[2] / "scenarios"])
+CONCURRENCY = int(os.environ.get("HINDSIGHT_SCENARIO_CONCURRENCY", "4"))
+TIMEOUT_S = float(os.environ.get("HINDSIGHT_SCENARIO_TIMEOUT_S", "240"))
+
+
+@pytest.fixture(scope="module")
+async def suite_results(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[dict[str, ScenarioResult]]:
+    run = uuid.uuid4().hex[:8]
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("scenarios"),
+        bootstrap=kafka_bootstrap,
+        topic_prefix=f"scn{run}.",
+        app_id=f"hindsight-scenarios-{run}",
+    )
+    results = await run_against_stack(
+        SUITE, settings, concurrency=CONCURRENCY, timeout=TIMEOUT_S, echo=False
+    )
+    print("\n" + summary_table(results))
+    yield {result.name: result for result in results}
+
+
+@pytest.mark.parametrize("loaded", SUITE, ids=lambda item: f"{item.category}/{item.name}")
+async def test_scenario(loaded: LoadedScenario, suite_results: dict[str, ScenarioResult]) -> None:
+    result = suite_results[loaded.name]
+    assert result.passed, format_result(result)
+
+
+async def test_every_scenario_passes(suite_results: dict[str, ScenarioResult]) -> None:
+    failed = [result for result in suite_results.values() if not result.passed]
+    assert not failed, "\n".join(
+        [f"{len(failed)} of {len(suite_results)} scenarios failed", *map(format_result, failed)]
+        + ["", summary_table(list(suite_results.values()))]
+    )

@@ -1,0 +1,93 @@
+import math
+from datetime import timedelta
+
+import pytest
+from recall_support import AT, history, make_record
+
+from pipeline.recall.scoring import (
+    activation_at,
+    final_score,
+    freshness,
+    relevance,
+    status_at,
+    supersede_chain,
+    truncate_by_gaps,
+)
+from pipeline.settings import RecallPolicy
+from schemas.memory import Association
+
+POLICY = RecallPolicy()
+
+
+def test_seed_formula() -> None:
+    assert freshness(AT - timedelta(days=10), AT, 0.02) == pytest.approx(math.exp(-0.2))
+    assert freshness(AT + timedelta(days=1), AT, 0.02) == 1.0
+    assert final_score(0.8, 0.9, 0.5, POLICY) == pytest.approx(0.6 * 0.8 + 0.25 * 0.9 + 0.15 * 0.5)
+    assert final_score(0.8, 1.4, 0.5, POLICY) == final_score(0.8, 1.0, 0.5, POLICY)
+
+
+def test_activation_decays_slower_for_important_memories() -> None:
+    start = AT - timedelta(days=10)
+    important = make_record("a", "x", importance=0.9, activation=2.0, activation_at=start)
+    ordinary = make_record("b", "x", importance=0.5, activation=2.0, activation_at=start)
+    assert activation_at(important, AT) == pytest.approx(2.0 * math.exp(-0.01 * 10))
+    assert activation_at(ordinary, AT) == pytest.approx(2.0 * math.exp(-0.05 * 10))
+    assert activation_at(ordinary, start - timedelta(days=1)) == 2.0  # never grows backwards
+
+
+def test_relevance_takes_the_surest_path() -> None:
+    assert relevance(0.9, 0.0, 0.0, 0.0) > relevance(0.2, 0.0, 0.0, 0.0)
+    assert relevance(0.1, 0.0, 1.0, 0.0) > 0.7  # a verbatim id carries it
+    assert relevance(0.5, 0.0, 0.0, 1.0) > relevance(0.5, 0.0, 0.0, 0.0)
+    assert 0.0 <= relevance(-0.4, 2.0, 3.0, 5.0) <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("scores", "keep"),
+    [
+        ([], 0),
+        ([0.9], 1),
+        ([0.9, 0.7, 0.69], 1),  # gap 0.2 > 0.15
+        ([0.9, 0.8, 0.79, 0.78], 2),  # gap 0.1
+        ([0.9, 0.88, 0.87, 0.86, 0.85, 0.84, 0.83], 5),  # close: up to 5
+        ([0.9, 0.88, 0.87, 0.6, 0.59], 3),  # close head, then a cliff
+    ],
+)
+def test_truncate_by_gaps(scores: list[float], keep: int) -> None:
+    assert truncate_by_gaps(scores, POLICY) == keep
+
+
+def test_status_as_of_history() -> None:
+    t = AT - timedelta(days=30)
+    record = make_record(
+        "m", "x", created_at=t, status="active",
+        history=history((t, "created"), (t + timedelta(days=5), "superseded"),
+                        (t + timedelta(days=10), "reactivated"), (t + timedelta(days=20), "cooled")),
+    )
+    assert status_at(record, t - timedelta(seconds=1)) is None
+    assert status_at(record, t + timedelta(days=1)) == "active"
+    assert status_at(record, t + timedelta(days=6)) == "superseded"
+    assert status_at(record, t + timedelta(days=11)) == "active"
+    assert status_at(record, t + timedelta(days=21)) == "cold"
+
+
+def test_status_without_history_uses_updated_at() -> None:
+    t = AT - timedelta(days=30)
+    record = make_record("m", "x", created_at=t, status="forgotten",
+                         updated_at=t + timedelta(days=2))
+    assert status_at(record, t + timedelta(days=1)) == "active"
+    assert status_at(record, t + timedelta(days=3)) == "forgotten"
+
+
+def test_erased_in_history_is_invisible() -> None:
+    record = make_record("m", "x", history=history((AT - timedelta(hours=1), "erased")))
+    assert status_at(record, AT) is None
+
+
+def test_supersede_chain_follows_links_and_stops_on_cycles() -> None:
+    a = make_record("a", "x", superseded_by="b")
+    b = make_record("b", "y", associations=[Association(memory_id="c", relation="superseded_by",
+                                                        weight=1.0)])
+    c = make_record("c", "z", superseded_by="a")  # a cycle must not loop
+    records = {r.id: r for r in (a, b, c)}
+    assert supersede_chain(a, records.get) == ["b", "c"]
