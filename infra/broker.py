@@ -468,9 +468,10 @@ class LocalKafka:
         return self
 
     def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
-        atexit.unregister(self.stop)
         if self._node is not None:
             self._node.stop(timeout_s)
+        # Unregistered only after the JVM is gone: an interrupted stop is retried at exit.
+        atexit.unregister(self.stop)
 
     def __enter__(self) -> LocalKafka:
         return self.start()
@@ -574,12 +575,12 @@ class LocalKafkaCluster:
         _wait_ready(live, expected=len(live), timeout_s=timeout_s or self._start_timeout_s)
 
     def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
-        atexit.unregister(self.stop)
         for node in self._nodes:
             node.signal(signal.SIGTERM)  # all at once: controlled shutdowns overlap
         for node in self._nodes:
             node.stop(timeout_s)
         self._nodes = []
+        atexit.unregister(self.stop)
 
     def __iter__(self) -> Iterator[str]:
         return (n.bootstrap for n in self._nodes)
@@ -604,11 +605,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data_dir", nargs="?", default=os.path.join(".hindsight", "kafka"))
     parser.add_argument("--port", type=int, default=None)
     args = parser.parse_args(argv)
-    with LocalKafka(args.data_dir, args.port) as kafka:
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # SIGTERM (a supervisor, `kill`) must stop the broker as cleanly as Ctrl-C; SIGINT is set
+    # explicitly because a shell starting us in the background leaves it ignored.
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+    # suppress() is outermost so the broker's own __exit__ (the orderly stop) runs first.
+    with contextlib.suppress(KeyboardInterrupt), LocalKafka(args.data_dir, args.port) as kafka:
         print(f"kafka ready at {kafka.bootstrap} (data in {kafka.data_dir}); Ctrl-C stops it")
-        with contextlib.suppress(KeyboardInterrupt):
-            while kafka.running:
-                time.sleep(1.0)
+        while kafka.running:
+            time.sleep(1.0)
     return 0
 
 

@@ -45,8 +45,11 @@ def _client_settings(args: argparse.Namespace) -> Settings:
     stack_file = Path(settings.data_dir) / STACK_FILE
     if stack_file.exists():
         stack = orjson.loads(stack_file.read_bytes())
+        # partitions too: `recall --wait-for` maps the namespace to its partition with it.
         return settings.with_overrides(
-            bootstrap=stack["bootstrap"], topic_prefix=stack.get("topic_prefix")
+            bootstrap=stack["bootstrap"],
+            topic_prefix=stack.get("topic_prefix"),
+            partitions=stack.get("partitions"),
         )
     raise HindsightError(
         "no running stack: pass --bootstrap HOST:PORT or start one with `hindsight up`"

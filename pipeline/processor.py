@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -184,10 +184,32 @@ class NamespaceBank:
                 self._store(change.record, fresh=False)
 
 
+def _position_key(position: Position) -> str:
+    return f"{position.topic}:{position.partition}"
+
+
 def _already_applied(record: MemoryRecord, position: Position) -> bool:
-    return (
-        record.applied_partition == position.partition and record.applied_offset >= position.offset
-    )
+    """Offsets only order events within one topic partition, so compare per topic partition."""
+    return record.applied_positions.get(_position_key(position), -1) >= position.offset
+
+
+def _stamp(changes: list[Change], position: Position) -> list[Change]:
+    """Record, per input topic partition, the latest position that changed each record."""
+    key = _position_key(position)
+    return [
+        replace(
+            c,
+            record=c.record.model_copy(
+                update={
+                    "applied_positions": {
+                        **c.record.applied_positions,
+                        key: max(position.offset, c.record.applied_positions.get(key, -1)),
+                    }
+                }
+            ),
+        )
+        for c in changes
+    ]
 
 
 def decide_turn(
@@ -234,7 +256,7 @@ def decide_turn(
                     position.partition,
                     position.offset,
                 )
-                return [Change("confirmed", confirmed, turn.event_id)]
+                return _stamp([Change("confirmed", confirmed, turn.event_id)], position)
     for index in order[:1]:
         existing = bank.records[ids[int(index)]]
         similarity = float(sims[int(index)])
@@ -254,7 +276,7 @@ def decide_turn(
                 position.partition,
                 position.offset,
             )
-            return [Change("merged", merged, turn.event_id, (new_id,))]
+            return _stamp([Change("merged", merged, turn.event_id, (new_id,))], position)
 
     current_segment, segment_vectors = bank.session_segment(turn.session_id)
     if current_segment is None or is_boundary(
@@ -358,14 +380,14 @@ def decide_turn(
                     position.offset,
                 )
                 related.append(existing.id)
-    return [Change("created", created, turn.event_id, tuple(related)), *changes]
+    return _stamp([Change("created", created, turn.event_id, tuple(related)), *changes], position)
 
 
 def decide_consolidation(
     bank: NamespaceBank, now: datetime, cause: str, position: Position, policy: MemoryPolicy
 ) -> list[Change]:
     """Cooling sweep: active memories whose activation fell below the threshold turn cold."""
-    return [
+    cooled = [
         Change(
             "cooled",
             consolidation.cool(record, now, cause, position.partition, position.offset),
@@ -374,6 +396,7 @@ def decide_consolidation(
         for record in sorted(bank.records.values(), key=lambda r: r.id)
         if consolidation.should_cool(record, now, policy)
     ]
+    return _stamp(cooled, position)
 
 
 def decide_command(
@@ -441,7 +464,7 @@ def decide_command(
                 position.offset,
             )
             changes.append(Change(change, updated, cause))
-    return changes
+    return _stamp(changes, position)
 
 
 def decide_signal(
@@ -462,7 +485,7 @@ def decide_signal(
             record, signal.event_time, weight, signal.event_id, position.partition, position.offset
         )
         changes.append(Change(change, updated, signal.event_id))
-    return changes
+    return _stamp(changes, position)
 
 
 def after_turns(bank: NamespaceBank, turn_count: int, last_at: datetime) -> None:

@@ -933,21 +933,26 @@ class _ScenarioRun:
                     ),
                 ]
             return []
+        # Commands travel on their own topic: a command published before the turns it concerns
+        # are applied may overtake them, so the runner settles first (as for a recall).
+        await self.settle()
         if isinstance(step, ForgetStep):
             namespace = self.namespace(step.namespace)
             if step.whole_namespace:
                 receipt = await self.backend.forget(namespace, at=timed.at, whole_namespace=True)
             elif step.matching is not None:
-                probe = RecallStep(
-                    namespace=step.namespace, query=step.query or step.matching, empty=True
-                )
-                # The probe does not reinforce: looking something up to forget it is no use of it.
-                hits = await self.recall(probe, timed.at, 20, reinforce=False)
-                ids = [hit.id for hit in hits if _has(hit, step.matching)]
+                # Probe with the query and with the text itself (recall may cut its results
+                # short); probes do not reinforce: looking something up to forget it is no use.
+                ids: list[str] = []
+                for probe_query in dict.fromkeys(filter(None, (step.query, step.matching))):
+                    probe = RecallStep(namespace=step.namespace, query=probe_query, empty=True)
+                    hits = await self.recall(probe, timed.at, 20, reinforce=False)
+                    ids += [h.id for h in hits if _has(h, step.matching) and h.id not in ids]
                 if not ids:
                     return [
-                        f"step {timed.index} forget: no recalled memory for "
-                        f"{probe.query!r} contains {step.matching!r}, nothing to forget"
+                        f"step {timed.index} forget: no memory recalled for "
+                        f"{step.query or step.matching!r} contains {step.matching!r}, "
+                        "nothing to forget"
                     ]
                 receipt = await self.backend.forget(namespace, at=timed.at, memory_ids=ids)
             else:

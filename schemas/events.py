@@ -34,7 +34,10 @@ def _check_namespace(value: str) -> str:
 def _require_timezone(value: datetime) -> datetime:
     if value.tzinfo is None:
         raise ValueError("event_time needs a timezone offset, e.g. 2024-05-01T10:00:00+00:00")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as error:  # e.g. 0001-01-01T00:00:00+05:00: pydantic only maps ValueError
+        raise ValueError("event_time is out of range once converted to UTC") from error
 
 
 def check_namespace(value: str) -> str:

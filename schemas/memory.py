@@ -119,6 +119,9 @@ class MemoryRecord(BaseModel):
     # Last input position that changed this record: replays of older positions are skipped (I4).
     applied_partition: int = 0
     applied_offset: int = -1
+    # Offsets are per topic (turns, commands, signals): the highest offset that changed this
+    # record, per "<topic>:<partition>", is what replay checks against.
+    applied_positions: dict[str, int] = Field(default_factory=dict)
 
     @property
     def source_event_ids(self) -> list[str]:

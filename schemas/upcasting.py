@@ -26,7 +26,10 @@ def _turn_v1_to_v2(event: dict[str, Any]) -> dict[str, Any]:
     timestamp = event.get("timestamp")
     if not isinstance(timestamp, int | float) or isinstance(timestamp, bool):
         raise InvalidEvent("v1 timestamp must be epoch seconds", "timestamp", "upcast")
-    upgraded["event_time"] = datetime.fromtimestamp(timestamp, UTC).isoformat()
+    try:
+        upgraded["event_time"] = datetime.fromtimestamp(timestamp, UTC).isoformat()
+    except (OverflowError, OSError, ValueError) as error:  # a poison value must dead-letter (I7)
+        raise InvalidEvent("v1 timestamp is out of range", "timestamp", "upcast") from error
     upgraded["schema_version"] = 2
     return upgraded
 

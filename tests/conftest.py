@@ -57,3 +57,53 @@ def topic_prefix() -> str:
 
 
 # ----------------------------- end of Kafka broker fixtures ----------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# Pipeline fixtures: one worker process per session on the session broker, own topic prefix.
+# Tests isolate themselves by namespace (`namespace` fixture). Owner: pipeline.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def stack_settings(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Settings for a running worker: session broker, unique topics, Milvus Lite under tmp."""
+    import asyncio
+
+    from pipeline.settings import Settings
+    from pipeline.stack import WorkerProcess, wait_worker_ready
+    from topics.admin import ensure_topics
+
+    data_dir = tmp_path_factory.mktemp("hindsight")
+    settings = Settings(
+        data_dir=data_dir,
+        bootstrap=kafka_bootstrap,
+        topic_prefix=f"s{uuid.uuid4().hex[:8]}.",
+        app_id=f"hindsight-test-{uuid.uuid4().hex[:6]}",
+        partitions=2,
+    )
+    asyncio.run(ensure_topics(kafka_bootstrap, settings.topic_prefix, settings.partitions, 1))
+    worker = WorkerProcess(settings)
+    worker.start()
+    try:
+        asyncio.run(wait_worker_ready(settings, worker))
+        yield settings
+    finally:
+        worker.stop()
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"ns-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def client(stack_settings):  # type: ignore[no-untyped-def]
+    from pipeline.client import Hindsight
+    from pipeline.encoders import load_encoder
+
+    async with Hindsight.connect(stack_settings, encoder=load_encoder("minilm")) as connected:
+        yield connected
+
+
+# ----------------------------- end of pipeline fixtures --------------------------------------

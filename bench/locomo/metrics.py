@@ -135,8 +135,6 @@ def aggregate(scored: Sequence[QuestionScore], adversarial: int = 5) -> dict[str
         by_category[str(category)] = _mean([s.scores for s in scored if s.category == category])
     return {
         "overall": _mean([s.scores for s in scored]),
-        "overall_excl_adversarial": _mean(
-            [s.scores for s in scored if s.category != adversarial]
-        ),
+        "overall_excl_adversarial": _mean([s.scores for s in scored if s.category != adversarial]),
         "by_category": by_category,
     }

@@ -67,8 +67,10 @@ def render_summary(results: Mapping[str, Any]) -> str:
     lines.append("recall_all@10 by category:")
     rows = [
         [name]
-        + [_format("recall_all@10", _block(method, scope, cat).get("recall_all@10"))
-           for _, scope, cat in categories]
+        + [
+            _format("recall_all@10", _block(method, scope, cat).get("recall_all@10"))
+            for _, scope, cat in categories
+        ]
         for name, method in methods.items()
     ]
     lines += _table(["method"] + [f"cat {cat}" for _, _, cat in categories], rows)
@@ -92,6 +94,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
             )
         lines.append("")
     lines += [
+        "Baselines index each turn as `speaker: text` (image captions included), like Hindsight. "
         "Memories are flattened into their source dialogue ids in rank order, repeats dropped, "
         "then cut at k. nDCG uses binary relevance; session recall ranks sessions by first "
         f"appearance. {TOKENIZER_NOTE.capitalize()}, over the text a method returns for its "
@@ -104,7 +107,8 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     ]
     for title, scope, category in _scopes(results):
         rows = [
-            [metric] + [_format(metric, _block(m, scope, category).get(metric)) for m in methods.values()]
+            [metric]
+            + [_format(metric, _block(m, scope, category).get(metric)) for m in methods.values()]
             for metric in ("n", *METRIC_NAMES)
         ]
         lines += [f"## {title}", "", *_table(["metric", *methods], rows), ""]

@@ -20,9 +20,10 @@ from pipeline.recall.lexical import tokenize
 from pipeline.recall.routing import RouteDecision, classify
 from pipeline.recall.scoring import (
     DEFAULT_TUNING,
+    SECONDS_PER_DAY,
     RecallTuning,
     final_score,
-    freshness,
+    freshness_days,
     relevance,
     status_at,
     supersede_chain,
@@ -120,7 +121,8 @@ class RecallEngine:
         window = parse_time_window(query, at)
         # The one model call, outside the lock so index updates are not held up by it.
         query_vector = np.asarray(self.encoder.encode([query])[0], dtype=np.float32)
-        tokens = tokenize(query)
+        # The time phrase found its own path; as keywords "last week" would match any "week".
+        tokens = tokenize(query.replace(window.label, " ") if window else query)
 
         explicit = list(dict.fromkeys(regions)) if regions else None
         if explicit is not None:
@@ -177,7 +179,7 @@ class RecallEngine:
             # Regions the caller names are a hard filter on every path.
             visible &= view.region_mask(explicit)
         routed = visible & view.region_mask(primary)
-        activations = view.activations(at)
+        log_activations = view.log_activations(at)
 
         def accept(memory_id: str) -> bool:
             slot = view.slot_of.get(memory_id)
@@ -186,6 +188,10 @@ class RecallEngine:
         def listed(values: np.ndarray, mask: BoolArray) -> list[tuple[str, float]]:
             return [(view.ids[s], float(values[s])) for s in top_k(values, mask, k).tolist()]
 
+        def most_active(mask: BoolArray) -> list[tuple[str, float]]:
+            slots = top_k(log_activations, mask, k).tolist()
+            return [(view.ids[s], float(np.exp(log_activations[s]))) for s in slots]
+
         # Lexical and entity paths are not routed: an exact match is evidence in any region.
         bm25_hits = view.bm25.search(tokens, k, accept)
         entity_hits = view.entities.search(query, k, accept)
@@ -193,7 +199,7 @@ class RecallEngine:
             "dense": listed(similarities, routed),
             "bm25": [(hit.memory_id, hit.score) for hit in bm25_hits],
             "entity": [(hit.memory_id, hit.score) for hit in entity_hits],
-            "activation": listed(activations, routed),
+            "activation": most_active(routed),
         }
         if window is not None:
             # Inside the window, the most similar first.
@@ -203,31 +209,41 @@ class RecallEngine:
 
         def score_all(first_pass: set[str] | None) -> list[_Candidate]:
             fused = rrf_fuse(ranked, self.tuning.path_weights, RRF_K)
+            # Exact as-of status first: the vector prefilter is only a cheap superset.
+            kept: list[tuple[Fused, Status]] = []
+            for item in fused:
+                status = status_at(view.records[item.memory_id], at)
+                if status is not None and (include_history or status not in _HIDDEN):
+                    kept.append((item, status))
+            if not kept:
+                return []
             ceiling = max_rrf([path for path, hits in ranked.items() if hits],
                               self.tuning.path_weights, RRF_K) or 1.0
-            scored: list[_Candidate] = []
-            for item in fused:
-                record = view.records[item.memory_id]
-                status = status_at(record, at)
-                if status is None or (status in _HIDDEN and not include_history):
-                    continue
-                slot = view.slot_of[item.memory_id]
-                rel = relevance(
-                    float(similarities[slot]),
-                    coverage.get(item.memory_id, 0.0),
-                    entity_score.get(item.memory_id, 0.0),
-                    item.rrf / ceiling,
-                    self.tuning,
+            # The formula runs once over the candidate arrays, not once per candidate.
+            slots = np.fromiter((view.slot_of[item.memory_id] for item, _ in kept),
+                                dtype=np.int64, count=len(kept))
+            created = view.created[slots]
+            rel = relevance(
+                similarities[slots].astype(np.float64),
+                np.array([coverage.get(item.memory_id, 0.0) for item, _ in kept]),
+                np.array([entity_score.get(item.memory_id, 0.0) for item, _ in kept]),
+                np.array([item.rrf for item, _ in kept]) / ceiling,
+                self.tuning,
+            )
+            if window is not None:
+                inside = (created >= window.start.timestamp()) & (created < window.end.timestamp())
+                rel = np.where(inside, rel, rel * self.tuning.outside_window_factor)
+            fresh = freshness_days(
+                (at.timestamp() - created) / SECONDS_PER_DAY, self.policy.freshness_lambda_per_day
+            )
+            scores = final_score(rel, view.importance[slots], fresh, self.policy)
+            return [
+                _Candidate(item, rel_n, fresh_n, score_n, status,
+                           first_pass is not None and item.memory_id not in first_pass)
+                for (item, status), rel_n, fresh_n, score_n in zip(
+                    kept, rel.tolist(), fresh.tolist(), scores.tolist(), strict=True
                 )
-                if window is not None and not window.contains(record.created_at):
-                    rel *= self.tuning.outside_window_factor
-                fresh = freshness(record.created_at, at, self.policy.freshness_lambda_per_day)
-                scored.append(_Candidate(
-                    item, rel, fresh,
-                    final_score(rel, record.importance, fresh, self.policy), status,
-                    first_pass is not None and item.memory_id not in first_pass,
-                ))
-            return scored
+            ]
 
         candidates = score_all(None)
         best = max((c.relevance for c in candidates), default=0.0)
@@ -236,7 +252,7 @@ class RecallEngine:
         # Weak answer from the routed region: widen dense and activation to every region.
         first_pass = {c.fused.memory_id for c in candidates}
         ranked["dense"] = listed(similarities, visible)
-        ranked["activation"] = listed(activations, visible)
+        ranked["activation"] = most_active(visible)
         return score_all(first_pass), True
 
     def _recalled(

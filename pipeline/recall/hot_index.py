@@ -45,6 +45,7 @@ BoolArray = npt.NDArray[np.bool_]
 REGION_CODE: dict[str, int] = {region: code for code, region in enumerate(REGIONS)}
 _INITIAL_CAPACITY = 64
 _NEVER = math.inf
+_FILL = {"hidden_since": _NEVER, "log_activation": -math.inf, "activation_base": -math.inf}
 
 
 class HotIndexError(HindsightError):
@@ -67,10 +68,12 @@ class NamespaceView:
         self.matrix: FloatArray = np.zeros((capacity, dimension or 0), dtype=np.float32)
         self.region = np.zeros(capacity, dtype=np.int8)
         self.created = np.zeros(capacity, dtype=np.float64)
-        self.importance = np.zeros(capacity, dtype=np.float32)
-        self.activation = np.zeros(capacity, dtype=np.float64)
-        self.activation_epoch = np.zeros(capacity, dtype=np.float64)
-        self.activation_lambda = np.zeros(capacity, dtype=np.float64)
+        self.importance = np.zeros(capacity, dtype=np.float64)
+        # Activation in log form, so ranking by A·e^(−λΔt) at any ``at`` needs no exp over the
+        # namespace: log A − λ·max(0, at − t0) = min(log A, (log A + λ·t0) − λ·at).
+        self.log_activation = np.full(capacity, -np.inf, dtype=np.float64)
+        self.activation_base = np.full(capacity, -np.inf, dtype=np.float64)
+        self.activation_rate = np.zeros(capacity, dtype=np.float64)  # λ per second
         self.hidden_since = np.full(capacity, _NEVER, dtype=np.float64)
         self.bm25 = BM25Index()
         self.entities = EntityIndex()
@@ -80,8 +83,8 @@ class NamespaceView:
     # ----- writes -----
 
     def _columns(self) -> list[str]:
-        return ["region", "created", "importance", "activation", "activation_epoch",
-                "activation_lambda", "hidden_since"]
+        return ["region", "created", "importance", "log_activation", "activation_base",
+                "activation_rate", "hidden_since"]
 
     def _grow(self) -> None:
         capacity = 2 * len(self.region)
@@ -90,7 +93,7 @@ class NamespaceView:
         self.matrix = matrix
         for name in self._columns():
             old = getattr(self, name)
-            fill = _NEVER if name == "hidden_since" else 0
+            fill = _FILL.get(name, 0.0)
             new = np.full(capacity, fill, dtype=old.dtype)
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
@@ -126,9 +129,11 @@ class NamespaceView:
         self.region[slot] = REGION_CODE[record.region]
         self.created[slot] = record.created_at.timestamp()
         self.importance[slot] = record.importance
-        self.activation[slot] = record.activation
-        self.activation_epoch[slot] = record.activation_at.timestamp()
-        self.activation_lambda[slot] = activation_lambda(record.base_importance, self._tuning)
+        rate = activation_lambda(record.base_importance, self._tuning) / SECONDS_PER_DAY
+        log_a = math.log(record.activation) if record.activation > 0 else -math.inf
+        self.log_activation[slot] = log_a
+        self.activation_base[slot] = log_a + rate * record.activation_at.timestamp()
+        self.activation_rate[slot] = rate
         hidden = hidden_since(record)
         self.hidden_since[slot] = hidden.timestamp() if hidden is not None else _NEVER
         # Status and activation updates are the common case: re-index text only when it changed.
@@ -141,7 +146,10 @@ class NamespaceView:
             if previous is not None:
                 self._untime(previous)
             bisect.insort(self._by_time, (record.created_at.timestamp(), record.id))
-        self.records[record.id] = record
+        # The matrix row is the one copy of the vector: a list of 384 Python floats per record
+        # would cost ~12 KB each (1.2 GB at 100k).
+        stored = record.model_copy(update={"vector": []}) if record.vector else record
+        self.records[record.id] = stored
 
     def _untime(self, record: MemoryRecord) -> None:
         key = (record.created_at.timestamp(), record.id)
@@ -197,19 +205,25 @@ class NamespaceView:
         return mask
 
     def region_mask(self, regions: Iterable[Region]) -> BoolArray:
-        codes = [REGION_CODE[region] for region in regions]
-        return np.isin(self.region[: self.size], codes)
+        column = self.region[: self.size]
+        mask = np.zeros(self.size, dtype=np.bool_)
+        for region in set(regions):
+            mask |= column == REGION_CODE[region]  # a few int8 compares beat np.isin
+        return mask
 
-    def activations(self, at: datetime) -> DoubleArray:
-        elapsed = np.maximum(0.0, (at.timestamp() - self.activation_epoch[: self.size])
-                             / SECONDS_PER_DAY)
-        return self.activation[: self.size] * np.exp(-self.activation_lambda[: self.size] * elapsed)
+    def log_activations(self, at: datetime) -> DoubleArray:
+        """log of ``activation · e^(−λΔt)`` at ``at`` for every row (same order as the values)."""
+        rate = self.activation_rate[: self.size]
+        decayed = self.activation_base[: self.size] - rate * at.timestamp()
+        result: DoubleArray = np.minimum(self.log_activation[: self.size], decayed)
+        return result
 
     def window_mask(self, window: TimeWindow) -> BoolArray:
         """Rows created inside ``window``: bisect the time index, or one vector compare if wide."""
         low = bisect.bisect_left(self._by_time, (window.start.timestamp(), ""))
         high = bisect.bisect_left(self._by_time, (window.end.timestamp(), ""))
-        if high - low > self.size // 8:
+        # Per-id slot lookups cost ~100× a vectorised compare per row: bisect only narrow windows.
+        if high - low > 256:
             created = self.created[: self.size]
             result: BoolArray = (created >= window.start.timestamp()) & (
                 created < window.end.timestamp()
@@ -243,6 +257,20 @@ def top_k(values: npt.NDArray[np.floating], mask: BoolArray | None, k: int) -> I
     return result
 
 
+def _is_stale(current: MemoryRecord, incoming: MemoryRecord) -> bool:
+    """True when ``incoming`` is a replay of positions ``current`` already covers (I4).
+
+    Offsets are per input topic ("<topic>:<partition>"), so a lower offset from another topic is
+    not older: stale only when every position the incoming record carries is already covered.
+    Identical positions re-apply (harmless, and how a rebuilt view re-reads its own state).
+    """
+    positions = incoming.applied_positions
+    if not positions or positions == current.applied_positions:
+        return False
+    covered = current.applied_positions
+    return all(offset <= covered.get(key, -1) for key, offset in positions.items())
+
+
 class HotIndex:
     """Recall view over every namespace, keyed by memory id; fed by the caller."""
 
@@ -262,9 +290,7 @@ class HotIndex:
         with self.lock:
             owner = self._namespace_of.get(record.id)
             if owner is not None:
-                current = self._views[owner].records[record.id]
-                if (current.applied_partition == record.applied_partition
-                        and record.applied_offset < current.applied_offset):
+                if _is_stale(self._views[owner].records[record.id], record):
                     return False
                 if owner != record.namespace:
                     self._views[owner].remove(record.id)
@@ -305,6 +331,7 @@ class HotIndex:
             return None if namespace is None else self._views[namespace].records.get(memory_id)
 
     def records(self, namespace: str) -> list[MemoryRecord]:
+        """The namespace's records as applied, minus ``vector`` (kept only in the matrix)."""
         with self.lock:
             view = self._views.get(namespace)
             return [] if view is None else list(view.records.values())

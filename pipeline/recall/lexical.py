@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import jieba
 import numpy as np
@@ -225,51 +226,55 @@ class BM25Index:
         """Top ``k`` documents for the query terms, best first; ``accept`` filters by id."""
         live = len(self._slot_of)
         query_terms = set(tokens)
-        term_ids = sorted({self._vocab[t] for t in query_terms if t in self._vocab})
-        if not live or not term_ids or k <= 0:
+        if not live or not query_terms or k <= 0:
             return []
         avgdl = self._total_len / live if self._total_len > 0 else 1.0
-        width = len(self._ids)
-        scores = np.zeros(width, dtype=np.float32)
-        mass = np.zeros(width, dtype=np.float32)
-        doc_len = self._doc_len[:width]
+        # A term no live document has still counts against coverage, at the idf of df = 0.
+        unseen_idf = math.log(1.0 + (live + 0.5) / 0.5)
         idf_total = 0.0
-        for term_id in term_ids:
-            postings = self._postings[term_id]
-            df = postings.size
-            if df == 0:
+        slot_parts: list[IntArray] = []
+        score_parts: list[npt.NDArray[np.floating[Any]]] = []
+        mass_parts: list[npt.NDArray[np.floating[Any]]] = []
+        for term in sorted(query_terms):
+            term_id = self._vocab.get(term)
+            df = self._postings[term_id].size if term_id is not None else 0
+            if term_id is None or df == 0:
+                idf_total += unseen_idf
                 continue
+            postings = self._postings[term_id]
             idf = math.log(1.0 + (live - df + 0.5) / (df + 0.5))
             idf_total += idf
             docs = postings.docs[:df]
             tfs = postings.tfs[:df]
-            norm = self.k1 * (1.0 - self.b + self.b * doc_len[docs] / avgdl)
-            # Slots are unique within one posting list, so fancy-index += is exact.
-            scores[docs] += idf * tfs * (self.k1 + 1.0) / (tfs + norm)
-            mass[docs] += idf
-        # Query terms never seen in any document still count against coverage.
-        unseen = len(query_terms) - len(term_ids)
-        idf_total += unseen * math.log(1.0 + (live + 0.5) / 0.5)
-        if idf_total <= 0.0:
+            norm = self.k1 * (1.0 - self.b + self.b * self._doc_len[docs] / avgdl)
+            slot_parts.append(docs)
+            score_parts.append(idf * tfs * (self.k1 + 1.0) / (tfs + norm))
+            mass_parts.append(np.full(df, idf, dtype=np.float32))
+        if not slot_parts:
             return []
-        touched = int(np.count_nonzero(scores))
+        all_slots = np.concatenate(slot_parts)
+        # Sum per document over the touched postings only: cost follows the query's postings,
+        # not the namespace size.
+        slots, inverse = np.unique(all_slots, return_inverse=True)
+        scores = np.bincount(inverse, weights=np.concatenate(score_parts), minlength=slots.size)
+        mass = np.bincount(inverse, weights=np.concatenate(mass_parts), minlength=slots.size)
+        touched = int(slots.size)
         hits: list[LexicalHit] = []
         want = min(touched, max(k * 2, 16))
         seen = 0
         while seen < touched and len(hits) < k:
             # Widen the partial sort only when the filter rejected too many.
             want = min(touched, max(want, seen + k))
-            top = np.argpartition(-scores, want - 1)[:want] if want < width else np.arange(width)
-            order = top[np.lexsort((top, -scores[top]))]
-            for slot in order[seen:want].tolist():
-                memory_id = self._ids[slot]
-                if memory_id is None or scores[slot] <= 0.0:
+            top = (np.argpartition(-scores, want - 1)[:want] if want < touched
+                   else np.arange(touched))
+            order = top[np.lexsort((slots[top], -scores[top]))]
+            for position in order[seen:want].tolist():
+                memory_id = self._ids[int(slots[position])]
+                if memory_id is None:
                     continue
                 if accept is None or accept(memory_id):
-                    hits.append(
-                        LexicalHit(memory_id, float(scores[slot]),
-                                   min(1.0, float(mass[slot]) / idf_total))
-                    )
+                    coverage = min(1.0, float(mass[position]) / idf_total)
+                    hits.append(LexicalHit(memory_id, float(scores[position]), coverage))
                     if len(hits) == k:
                         break
             seen = want

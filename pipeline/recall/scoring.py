@@ -6,12 +6,18 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
 from pipeline.settings import RecallPolicy
 from schemas.memory import MemoryRecord, Status
 
 SECONDS_PER_DAY = 86400.0
+# Scores are computed per candidate in tests and for a whole candidate array in the engine.
+Num = TypeVar("Num", float, npt.NDArray[np.float64])
 
 
 @dataclass(frozen=True)
@@ -24,8 +30,9 @@ class RecallTuning:
     entity_evidence: float = 0.95
     # Share of relevance that comes from agreement between paths (normalised RRF).
     consensus_share: float = 0.2
-    # Relevance multiplier for memories outside a time window the query names.
-    outside_window_factor: float = 0.8
+    # Relevance multiplier for memories outside a time window the query names: "what did I say
+    # last week" is answered wrongly by anything else, however similar.
+    outside_window_factor: float = 0.5
     # Below this routing confidence the dense path searches every region at once.
     min_route_confidence: float = 0.3
     # Activation decay: slower for important memories (seed: base > 0.8).
@@ -43,7 +50,11 @@ def days_between(earlier: datetime, later: datetime) -> float:
 
 def freshness(created_at: datetime, at: datetime, lambda_per_day: float) -> float:
     """exp(−λ·days since created); a memory from the future of ``at`` counts as brand new."""
-    return math.exp(-lambda_per_day * max(0.0, days_between(created_at, at)))
+    return float(freshness_days(days_between(created_at, at), lambda_per_day))
+
+
+def freshness_days(days: Num, lambda_per_day: float) -> Num:
+    return np.exp(-lambda_per_day * np.maximum(0.0, days))  # type: ignore[no-any-return]
 
 
 def activation_lambda(base_importance: float, tuning: RecallTuning = DEFAULT_TUNING) -> float:
@@ -61,34 +72,37 @@ def activation_at(
     return record.activation * decay
 
 
-def final_score(relevance: float, importance: float, fresh: float, policy: RecallPolicy) -> float:
+def final_score(relevance: Num, importance: Num, fresh: Num, policy: RecallPolicy) -> Num:
+    """Seed formula; works on floats or on numpy arrays of candidates alike."""
     # Importance can reach 1.5 (confirmation factor); clip so every term stays in [0, 1].
-    return (
+    return (  # type: ignore[no-any-return]
         policy.weight_similarity * relevance
-        + policy.weight_importance * min(1.0, max(0.0, importance))
+        + policy.weight_importance * np.clip(importance, 0.0, 1.0)
         + policy.weight_freshness * fresh
     )
 
 
 def relevance(
-    cosine: float,
-    bm25_coverage: float,
-    entity_score: float,
-    rrf_share: float,
+    cosine: Num,
+    bm25_coverage: Num,
+    entity_score: Num,
+    rrf_share: Num,
     tuning: RecallTuning = DEFAULT_TUNING,
-) -> float:
+) -> Num:
     """Similarity in [0, 1]: the strongest single piece of evidence, plus path agreement.
 
     The dense cosine alone would bury an exact id that the embedding blurs; any one path that is
     sure (high cosine, the whole query matched lexically, a verbatim identifier) may carry it.
     """
-    evidence = max(
-        max(0.0, min(1.0, cosine)),
-        tuning.bm25_evidence * max(0.0, min(1.0, bm25_coverage)),
-        tuning.entity_evidence * min(1.0, entity_score),
+    evidence = np.maximum(
+        np.clip(cosine, 0.0, 1.0),
+        np.maximum(
+            tuning.bm25_evidence * np.clip(bm25_coverage, 0.0, 1.0),
+            tuning.entity_evidence * np.clip(entity_score, 0.0, 1.0),
+        ),
     )
-    share = max(0.0, min(1.0, rrf_share))
-    return (1.0 - tuning.consensus_share) * evidence + tuning.consensus_share * share
+    share = np.clip(rrf_share, 0.0, 1.0)
+    return (1.0 - tuning.consensus_share) * evidence + tuning.consensus_share * share  # type: ignore[no-any-return]
 
 
 def truncate_by_gaps(scores: Sequence[float], policy: RecallPolicy) -> int:

@@ -56,7 +56,8 @@ async def test_scenario(loaded: LoadedScenario, suite_results: dict[str, Scenari
 
 async def test_every_scenario_passes(suite_results: dict[str, ScenarioResult]) -> None:
     failed = [result for result in suite_results.values() if not result.passed]
-    assert not failed, "\n".join(
-        [f"{len(failed)} of {len(suite_results)} scenarios failed", *map(format_result, failed)]
-        + ["", summary_table(list(suite_results.values()))]
-    )
+    lines = [f"{len(failed)} of {len(suite_results)} scenarios failed"]
+    lines += [format_result(result) for result in failed]
+    lines += ["", summary_table(list(suite_results.values()))]
+    if failed:
+        pytest.fail("\n".join(lines), pytrace=False)

@@ -4,7 +4,9 @@ from pipeline.recall.context import estimate_tokens, format_context, format_line
 from pipeline.recall.types import RecalledMemory
 
 
-def memory(memory_id: str, content: str, kind: str = "preference", **changes: object) -> RecalledMemory:
+def memory(
+    memory_id: str, content: str, kind: str = "preference", **changes: object
+) -> RecalledMemory:
     created = datetime(2024, 5, 1, 9, tzinfo=UTC)
     fields: dict[str, object] = dict(
         id=memory_id, namespace="ns", content=content, region="semantic", kind=kind,

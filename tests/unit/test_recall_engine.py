@@ -142,7 +142,7 @@ def test_truncation_limit_and_budget(engine: RecallEngine) -> None:
     assert len(loose) == 4
     assert len(engine.recall("ns", "database", at=AT)) <= 5
     assert len(engine.recall("ns", "database", at=AT, truncate=False, limit=4,
-                             budget_chars=80)) == 1
+                             budget_chars=120)) == 1
 
 
 def test_encoder_called_once_and_context_block(engine: RecallEngine) -> None:

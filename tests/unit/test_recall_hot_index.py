@@ -43,10 +43,14 @@ def test_matrix_rows_follow_records_through_inserts_replaces_and_erases() -> Non
 
 def test_stale_offsets_are_skipped_and_newer_applied() -> None:
     index = HotIndex()
-    assert index.apply(make_record("m", "new", applied_offset=10, importance=0.9))
-    assert not index.apply(make_record("m", "old", applied_offset=5))
+    def at(content: str, **positions: int) -> bool:
+        return index.apply(make_record("m", content, applied_positions=positions))
+
+    assert at("new", turns=10, commands=3)
+    assert not at("old", turns=5)
     assert index.get("m").content == "new"  # type: ignore[union-attr]
-    assert index.apply(make_record("m", "newer", applied_offset=11))
+    assert at("command applied", commands=4)  # another topic's offset is not comparable
+    assert at("newer", turns=11, commands=4)
     assert index.get("m").content == "newer"  # type: ignore[union-attr]
 
 

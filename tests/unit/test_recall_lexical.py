@@ -72,7 +72,7 @@ def test_scores_match_reference_after_adds_updates_and_removes() -> None:
             hits = index.search(query, k=1000)
             assert {h.memory_id: h.score for h in hits} == pytest.approx(expected, rel=1e-4)
             ranked = [h.memory_id for h in hits]
-            assert [s for s in (expected[i] for i in ranked)] == sorted(expected.values(), reverse=True)
+            assert [expected[i] for i in ranked] == sorted(expected.values(), reverse=True)
     assert len(index) == len(docs)
 
 
@@ -82,7 +82,7 @@ def test_coverage_and_filter() -> None:
     index.add("b", tokenize("redis cache for sessions"))
     index.add("c", tokenize("postgres replica lag"))
     hits = index.search(tokenize("postgres billing"), k=5)
-    assert [h.memory_id for h in hits][0] == "a"
+    assert hits[0].memory_id == "a"
     assert hits[0].coverage == pytest.approx(1.0)
     assert 0 < hits[1].coverage < 1
     filtered = index.search(tokenize("postgres billing"), k=5, accept=lambda i: i != "a")

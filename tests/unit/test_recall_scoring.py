@@ -61,8 +61,12 @@ def test_status_as_of_history() -> None:
     t = AT - timedelta(days=30)
     record = make_record(
         "m", "x", created_at=t, status="active",
-        history=history((t, "created"), (t + timedelta(days=5), "superseded"),
-                        (t + timedelta(days=10), "reactivated"), (t + timedelta(days=20), "cooled")),
+        history=history(
+            (t, "created"),
+            (t + timedelta(days=5), "superseded"),
+            (t + timedelta(days=10), "reactivated"),
+            (t + timedelta(days=20), "cooled"),
+        ),
     )
     assert status_at(record, t - timedelta(seconds=1)) is None
     assert status_at(record, t + timedelta(days=1)) == "active"

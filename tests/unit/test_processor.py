@@ -1,0 +1,596 @@
+"""Memory decisions (``pipeline.processor``) driven through ``MemoryEngine.process``.
+
+Filter → create → confirm/merge → link → supersede, the commands (forget, erase, pin, tick,
+feedback) and the recall signal, all in event time with a fake encoder (never the real model).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import pytest
+from ingest_support import (
+    DAY,
+    T0,
+    TOPICS,
+    BagOfWordsEncoder,
+    ExactEncoder,
+    Log,
+    at_cosine,
+    by_content,
+    make_engine,
+    only,
+)
+
+from pipeline.logic.extraction import memory_id
+from pipeline.memory_engine import MemoryEngine
+from pipeline.settings import MemoryPolicy
+from schemas.memory import MemoryRecord
+
+MYSQL = "We use MySQL for the billing database"
+POSTGRES = "we moved from MySQL to PostgreSQL"
+OFFICE = "The office is in the city center"
+OFFICE_NEAR = "The office sits downtown next to the station"
+OFFICE_SAME = "Our office is located in the centre of the city"
+PREFERENCE = "I prefer dark mode"
+PROCEDURE = "the fix was to restart the worker"
+
+
+def remember(engine: MemoryEngine, log: Log, text: str, at: object = T0) -> MemoryRecord:
+    result = engine.process([log.turn(text, at)])  # type: ignore[arg-type]
+    created = only(result, "created")
+    assert len(created) == 1, result.changes
+    return engine.bank(log.namespace).records[created[0].id]
+
+
+# -- filter and create --------------------------------------------------------------------------
+
+
+def test_chit_chat_is_filtered_and_creates_nothing() -> None:
+    engine, log = make_engine(), Log()
+
+    result = engine.process([log.turn(text) for text in ["hi", "thanks!", "lol ok", "你好"]])
+
+    assert result.counts["turns"] == 4
+    assert result.counts["filtered"] == 4
+    assert result.changes == []
+    assert engine.bank("acme").records == {}
+    assert result.dirty_namespaces == set()
+
+
+def test_chit_chat_is_not_embedded() -> None:
+    encoder = BagOfWordsEncoder()
+    engine, log = make_engine(encoder), Log()
+
+    engine.process([log.turn("hi"), log.turn(MYSQL), log.turn("thanks!")])
+
+    assert encoder.calls == [[f"alice: {MYSQL}"]]
+
+
+def test_a_remembered_turn_creates_a_memory_with_its_provenance() -> None:
+    engine, log = make_engine(), Log()
+    raw = log.turn(MYSQL, T0, speaker="alice", session_id="chat-1", dia_id="D1:1")
+
+    result = engine.process([raw])
+
+    [change] = result.changes
+    record = change.record
+    assert change.change == "created"
+    assert record.id == memory_id("acme", ["turn-1"], MYSQL)
+    assert record.namespace == "acme"
+    assert record.content == MYSQL
+    assert record.search_text == f"alice: {MYSQL}"
+    assert record.kind == "fact"
+    assert record.region == "semantic"
+    assert record.base_importance == 0.7
+    assert record.importance == pytest.approx(0.7)
+    assert record.confirmations == 0
+    assert record.status == "active"
+    assert record.created_at == record.valid_from == record.updated_at == T0
+    assert record.valid_to is None
+    assert record.triplet is not None
+    assert (record.triplet.attribute, record.triplet.value) == ("database", "MySQL")
+    assert "MySQL" in record.entities
+    assert record.activation == pytest.approx(0.7)
+    assert record.activation_at == T0
+    [source] = record.provenance
+    assert source.event_id == "turn-1"
+    assert source.session_id == "chat-1"
+    assert source.speaker == "alice"
+    assert source.event_time == T0
+    assert source.dialogue_id == "D1:1"
+    assert [entry.change for entry in record.history] == ["created"]
+    assert record.history[0].cause_event_id == "turn-1"
+    assert len(record.vector) == 256
+    assert math.isclose(sum(x * x for x in record.vector), 1.0, rel_tol=1e-5)
+    assert (record.applied_partition, record.applied_offset) == (0, raw.offset)
+    assert record.applied_positions == {f"{TOPICS['turns']}:0": raw.offset}
+    assert engine.bank("acme").records == {record.id: record}
+    assert result.counts["memory_created"] == 1
+    assert result.dirty_namespaces == {"acme"}
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "region", "importance"),
+    [
+        (PREFERENCE, "preference", "semantic", 0.9),
+        ("I'm working on the billing migration", "task_state", "episodic", 0.85),
+        (PROCEDURE, "procedure", "procedural", 0.65),
+        ("I'm so stressed about the launch", "emotion", "episodic", 0.5),
+        ("以后所有代码都用 TypeScript", "decision", "semantic", 0.85),
+    ],
+)
+def test_kind_region_and_importance_come_from_the_classifier(
+    text: str, kind: str, region: str, importance: float
+) -> None:
+    record = remember(make_engine(), Log(), text)
+
+    assert (record.kind, record.region, record.importance) == (kind, region, importance)
+    assert record.activation == pytest.approx(importance)
+
+
+# -- duplicates and links -----------------------------------------------------------------------
+
+
+def test_a_duplicate_turn_confirms_the_existing_memory() -> None:
+    engine, log = make_engine(), Log()
+    first = remember(engine, log, OFFICE)
+
+    result = engine.process([log.turn(OFFICE + "!", T0 + timedelta(minutes=5))])
+
+    assert only(result, "created") == []
+    [change] = result.changes
+    assert change.change in {"merged", "confirmed"}
+    record = change.record
+    assert record.id == first.id
+    assert record.confirmations == 1
+    assert record.importance == pytest.approx(0.77)
+    assert record.importance > first.importance
+    assert [source.event_id for source in record.provenance] == ["turn-1", "turn-2"]
+    assert record.updated_at == T0 + timedelta(minutes=5)
+    assert record.activation > first.activation
+    assert record.history[-1].cause_event_id == "turn-2"
+    assert list(engine.bank("acme").records) == [first.id]
+
+
+def test_a_restated_fact_confirms_through_its_triplet() -> None:
+    engine, log = make_engine(), Log()
+    first = remember(engine, log, MYSQL)
+
+    result = engine.process([log.turn("we use MySQL for billing", T0 + DAY)])
+
+    [change] = result.changes
+    assert change.change == "confirmed"
+    assert change.record.id == first.id
+    assert change.record.confirmations == 1
+
+
+def test_confirmations_raise_importance_up_to_the_cap() -> None:
+    engine, log = make_engine(), Log()
+    first = remember(engine, log, OFFICE)
+
+    for n in range(1, 8):
+        engine.process([log.turn(OFFICE, T0 + n * DAY)])
+
+    record = engine.bank("acme").records[first.id]
+    assert record.confirmations == 7
+    assert record.importance == pytest.approx(min(1.0, 0.7 * 1.5))
+    assert len(record.provenance) == 8
+
+
+@pytest.mark.parametrize("cosine", [0.92, 0.95, 0.999])
+def test_near_identical_turns_merge_at_or_above_the_duplicate_threshold(cosine: float) -> None:
+    encoder = ExactEncoder({OFFICE: [1.0], OFFICE_SAME: at_cosine(cosine)})
+    engine, log = make_engine(encoder), Log()
+    first = remember(engine, log, OFFICE)
+
+    result = engine.process([log.turn(OFFICE_SAME, T0 + DAY)])
+
+    [change] = result.changes
+    assert change.change == "merged"
+    assert change.record.id == first.id
+    assert change.related_ids == (memory_id("acme", ["turn-2"], OFFICE_SAME),)
+    assert len(engine.bank("acme").records) == 1
+
+
+@pytest.mark.parametrize("cosine", [0.85, 0.88, 0.919])
+def test_related_turns_are_linked_both_ways_without_merging(cosine: float) -> None:
+    encoder = ExactEncoder({OFFICE: [1.0], OFFICE_NEAR: at_cosine(cosine)})
+    engine, log = make_engine(encoder), Log()
+    first = remember(engine, log, OFFICE)
+
+    result = engine.process([log.turn(OFFICE_NEAR, T0 + DAY)])
+
+    assert [c.change for c in result.changes] == ["created", "linked"]
+    created, linked = (c.record for c in result.changes)
+    assert linked.id == first.id
+    [forward] = created.associations
+    [backward] = linked.associations
+    assert (forward.memory_id, forward.relation) == (first.id, "similar")
+    assert (backward.memory_id, backward.relation) == (created.id, "similar")
+    assert forward.weight == backward.weight == pytest.approx(cosine, abs=1e-4)
+    assert result.changes[0].related_ids == (first.id,)
+    assert linked.confirmations == 0
+    assert linked.history[-1].change == "linked"
+    assert len(engine.bank("acme").records) == 2
+
+
+def test_unrelated_turns_are_neither_merged_nor_linked() -> None:
+    encoder = ExactEncoder({OFFICE: [1.0], OFFICE_NEAR: at_cosine(0.84)})
+    engine, log = make_engine(encoder), Log()
+    remember(engine, log, OFFICE)
+
+    result = engine.process([log.turn(OFFICE_NEAR, T0 + DAY)])
+
+    [change] = result.changes
+    assert change.change == "created"
+    assert change.record.associations == []
+
+
+def test_duplicates_merge_within_a_region_only() -> None:
+    fact = "The worker runs on host seven"
+    encoder = ExactEncoder({PROCEDURE: [1.0], fact: [1.0]})
+    engine, log = make_engine(encoder), Log()
+    procedure = remember(engine, log, PROCEDURE)
+
+    result = engine.process([log.turn(fact, T0 + DAY)])
+
+    [change] = result.changes
+    assert change.change == "created"
+    assert change.record.region == "semantic"
+    assert procedure.region == "procedural"
+    assert change.record.associations == []
+    assert len(engine.bank("acme").records) == 2
+
+
+def test_merge_thresholds_follow_the_policy() -> None:
+    encoder = ExactEncoder({OFFICE: [1.0], OFFICE_NEAR: at_cosine(0.88)})
+    engine, log = make_engine(encoder, MemoryPolicy(duplicate_cosine=0.87)), Log()
+    remember(engine, log, OFFICE)
+
+    result = engine.process([log.turn(OFFICE_NEAR, T0 + DAY)])
+
+    assert [c.change for c in result.changes] == ["merged"]
+
+
+# -- contradictions -----------------------------------------------------------------------------
+
+
+def test_a_contradiction_supersedes_the_older_memory_without_deleting_it() -> None:
+    engine, log = make_engine(), Log()
+    mysql = remember(engine, log, MYSQL, T0)
+
+    result = engine.process([log.turn(POSTGRES, T0 + timedelta(hours=1))])
+
+    assert [c.change for c in result.changes] == ["created", "superseded"]
+    postgres = engine.bank("acme").records[result.changes[0].record.id]
+    old = engine.bank("acme").records[mysql.id]
+    assert postgres.status == "active"
+    assert postgres.triplet is not None and postgres.triplet.value == "PostgreSQL"
+    assert [(a.memory_id, a.relation) for a in postgres.associations] == [(mysql.id, "supersedes")]
+    assert old.status == "superseded"
+    assert old.superseded_by == postgres.id
+    assert old.valid_to == postgres.valid_from == T0 + timedelta(hours=1)
+    assert (postgres.id, "superseded_by") in [(a.memory_id, a.relation) for a in old.associations]
+    assert old.content == MYSQL
+    assert old.activation < mysql.activation
+    assert old.history[-1].change == "superseded"
+    assert result.changes[0].related_ids == (mysql.id,)
+    assert set(engine.bank("acme").records) == {mysql.id, postgres.id}
+    assert result.counts["memory_superseded"] == 1
+
+
+def test_a_chinese_rule_supersedes_an_english_one_on_the_same_attribute() -> None:
+    engine, log = make_engine(), Log()
+    python = remember(engine, log, "From now on all code should be written in Python", T0)
+
+    result = engine.process([log.turn("以后所有代码都用 TypeScript", T0 + DAY)])
+
+    assert [c.change for c in result.changes] == ["created", "superseded"]
+    assert engine.bank("acme").records[python.id].status == "superseded"
+
+
+def test_a_restated_old_value_does_not_confirm_a_superseded_memory() -> None:
+    engine, log = make_engine(), Log()
+    mysql = remember(engine, log, MYSQL, T0)
+    engine.process([log.turn(POSTGRES, T0 + DAY)])
+
+    result = engine.process([log.turn(MYSQL, T0 + 2 * DAY)])
+
+    # MySQL is current again: a new memory that supersedes PostgreSQL; the old one stays retired.
+    assert [c.change for c in result.changes] == ["created", "superseded"]
+    assert engine.bank("acme").records[mysql.id].status == "superseded"
+    assert engine.bank("acme").records[mysql.id].confirmations == 0
+    current = [r for r in engine.bank("acme").records.values() if r.status == "active"]
+    assert [r.content for r in current] == [MYSQL]
+
+
+def test_a_late_arriving_older_statement_does_not_override_the_newer_one() -> None:
+    engine, log = make_engine(), Log()
+    postgres = remember(engine, log, POSTGRES, T0 + DAY)
+
+    # Logged later, but said earlier (event time before the PostgreSQL decision).
+    result = engine.process([log.turn(MYSQL, T0)])
+
+    [change] = result.changes
+    late = change.record
+    assert change.change == "created"
+    assert late.status == "superseded"
+    assert late.superseded_by == postgres.id
+    assert late.valid_from == T0
+    assert late.valid_to == postgres.valid_from
+    current = engine.bank("acme").records[postgres.id]
+    assert current.status == "active"
+    assert current.superseded_by is None
+    assert current.valid_to is None
+
+
+def test_different_speakers_do_not_contradict_each_other() -> None:
+    engine, log = make_engine(), Log()
+    alice = remember(engine, log, "I live in Berlin", T0)
+
+    result = engine.process([log.turn("I live in Paris", T0 + DAY, speaker="bob")])
+
+    assert [c.change for c in result.changes] == ["created"]
+    assert engine.bank("acme").records[alice.id].status == "active"
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+def test_forget_by_ids_marks_only_those_memories_forgotten() -> None:
+    engine, log = make_engine(), Log()
+    office = remember(engine, log, OFFICE)
+    preference = remember(engine, log, PREFERENCE)
+
+    result = engine.process(
+        [log.command("forget", T0 + DAY, memory_ids=[office.id, "m_unknown"], reason="asked")]
+    )
+
+    [change] = result.changes
+    assert change.change == "forgotten"
+    forgotten = engine.bank("acme").records[office.id]
+    assert forgotten.status == "forgotten"
+    assert forgotten.content == OFFICE  # kept for audit, never recalled
+    assert forgotten.history[-1].change == "forgotten"
+    assert forgotten.history[-1].detail == "asked"
+    assert forgotten.history[-1].cause_event_id == "cmd-3"
+    assert forgotten.applied_positions == {f"{TOPICS['turns']}:0": 0, f"{TOPICS['commands']}:0": 0}
+    assert engine.bank("acme").records[preference.id].status == "active"
+    assert result.counts["command_forget"] == 1
+
+
+def test_forget_works_whatever_the_offsets_of_the_other_topics() -> None:
+    # Regression: commands and turns have separate offsets; a command at commands offset 0 must
+    # not be mistaken for an already-applied position of a record last changed at turns offset 5.
+    engine, log = make_engine(), Log()
+    engine.process([log.turn(f"Fact number {n} about the billing service") for n in range(6)])
+    target = by_content(engine)["Fact number 5 about the billing service"]
+    assert target.applied_offset == 5
+
+    result = engine.process([log.command("forget", T0 + DAY, memory_ids=[target.id])])
+
+    assert [c.change for c in result.changes] == ["forgotten"]
+
+
+def test_forgetting_twice_changes_nothing_the_second_time() -> None:
+    engine, log = make_engine(), Log()
+    office = remember(engine, log, OFFICE)
+    engine.process([log.command("forget", T0 + DAY, memory_ids=[office.id])])
+
+    result = engine.process([log.command("forget", T0 + 2 * DAY, memory_ids=[office.id])])
+
+    assert result.changes == []
+
+
+def test_whole_namespace_forget_forgets_every_memory() -> None:
+    engine, log = make_engine(), Log()
+    for text in [OFFICE, PREFERENCE, PROCEDURE, MYSQL]:
+        remember(engine, log, text)
+
+    result = engine.process([log.command("forget", T0 + DAY, whole_namespace=True)])
+
+    assert result.counts["memory_forgotten"] == 4
+    assert {r.status for r in engine.bank("acme").records.values()} == {"forgotten"}
+
+
+def test_erase_removes_the_memory_and_reports_erased() -> None:
+    engine, log = make_engine(), Log()
+    office = remember(engine, log, OFFICE)
+    preference = remember(engine, log, PREFERENCE)
+
+    result = engine.process([log.command("erase", T0 + DAY, memory_ids=[office.id])])
+
+    assert [c.change for c in result.changes] == ["erased"]
+    assert result.erased_ids() == [office.id]
+    assert set(engine.bank("acme").records) == {preference.id}
+    # The erased memory no longer takes part in duplicate detection.
+    again = engine.process([log.turn(OFFICE, T0 + 2 * DAY)])
+    assert [c.change for c in again.changes] == ["created"]
+
+
+def test_whole_namespace_erase_leaves_an_empty_bank() -> None:
+    engine, log = make_engine(), Log()
+    for text in [OFFICE, PREFERENCE]:
+        remember(engine, log, text)
+
+    result = engine.process([log.command("erase", T0 + DAY, whole_namespace=True)])
+
+    assert len(result.erased_ids()) == 2
+    assert engine.bank("acme").records == {}
+
+
+def test_idle_tick_cools_memories_whose_activation_decayed() -> None:
+    engine, log = make_engine(), Log()
+    fact = remember(engine, log, OFFICE, T0)
+    preference = remember(engine, log, PREFERENCE, T0)
+
+    result = engine.process([log.command("tick", T0 + 200 * DAY)])
+
+    # fact: 0.7·e^(−0.05·200) ≈ 3e-5 < 0.05; preference: 0.9·e^(−0.01·200) ≈ 0.12 stays warm.
+    assert [(c.change, c.record.id) for c in result.changes] == [("cooled", fact.id)]
+    assert engine.bank("acme").records[fact.id].status == "cold"
+    assert engine.bank("acme").records[preference.id].status == "active"
+
+    later = engine.process([log.command("tick", T0 + 400 * DAY)])
+
+    assert [(c.change, c.record.id) for c in later.changes] == [("cooled", preference.id)]
+
+
+def test_tick_without_idleness_does_not_consolidate() -> None:
+    engine, log = make_engine(), Log()
+    fact = remember(engine, log, OFFICE, T0)
+    engine.process([log.turn("hi", T0 + 200 * DAY)])  # a recent turn: the namespace is not idle
+
+    busy = engine.process([log.command("tick", T0 + 200 * DAY + timedelta(seconds=299))])
+    idle = engine.process([log.command("tick", T0 + 200 * DAY + timedelta(seconds=300))])
+
+    assert busy.changes == []
+    assert [(c.change, c.record.id) for c in idle.changes] == [("cooled", fact.id)]
+
+
+def test_pin_prevents_cooling_and_unpin_allows_it_again() -> None:
+    engine, log = make_engine(), Log()
+    pinned = remember(engine, log, OFFICE, T0)
+    loose = remember(engine, log, PROCEDURE, T0)
+
+    pin = engine.process([log.command("pin", T0 + timedelta(minutes=1), memory_ids=[pinned.id])])
+    tick = engine.process([log.command("tick", T0 + 200 * DAY)])
+
+    assert [c.change for c in pin.changes] == ["pinned"]
+    assert engine.bank("acme").records[pinned.id].pinned is True
+    assert [c.record.id for c in tick.changes] == [loose.id]
+    assert engine.bank("acme").records[pinned.id].status == "active"
+
+    unpin = engine.process([log.command("unpin", T0 + 201 * DAY, memory_ids=[pinned.id])])
+    tick = engine.process([log.command("tick", T0 + 202 * DAY)])
+
+    assert [c.change for c in unpin.changes] == ["unpinned"]
+    assert [c.record.id for c in tick.changes] == [pinned.id]
+
+
+def test_pinning_a_cold_memory_warms_it() -> None:
+    engine, log = make_engine(), Log()
+    record = remember(engine, log, OFFICE, T0)
+    engine.process([log.command("tick", T0 + 200 * DAY)])
+
+    engine.process([log.command("pin", T0 + 200 * DAY, memory_ids=[record.id])])
+
+    assert engine.bank("acme").records[record.id].status == "active"
+    assert engine.bank("acme").records[record.id].pinned is True
+
+
+def test_feedback_reinforces_in_proportion_to_its_score() -> None:
+    engine, log = make_engine(), Log()
+    record = remember(engine, log, OFFICE, T0)
+
+    result = engine.process([log.command("feedback", T0, memory_ids=[record.id], score=0.5)])
+
+    [change] = result.changes
+    assert change.change == "reinforced"
+    assert change.record.activation == pytest.approx(0.7 + 0.2 * 0.5)
+
+
+# -- recall signals -----------------------------------------------------------------------------
+
+
+def test_recall_hits_reinforce_activation_and_count_accesses() -> None:
+    engine, log = make_engine(), Log()
+    first = remember(engine, log, OFFICE, T0)
+    second = remember(engine, log, PROCEDURE, T0)
+    at = T0 + 10 * DAY
+
+    result = engine.process([log.recalled([first.id, second.id, "m_missing"], at)])
+
+    assert [c.change for c in result.changes] == ["reinforced", "reinforced"]
+    top = engine.bank("acme").records[first.id]
+    runner_up = engine.bank("acme").records[second.id]
+    assert top.access_count == runner_up.access_count == 1
+    assert top.last_access == at
+    assert top.activation_at == at
+    # Rank 0 adds the full weight, rank 1 half of it, on top of the decayed activation.
+    assert top.activation == pytest.approx(0.7 * math.exp(-0.05 * 10) + 0.2)
+    assert runner_up.activation == pytest.approx(0.65 * math.exp(-0.05 * 10) + 0.1)
+    assert result.counts["signals"] == 1
+
+
+def test_repeated_recall_keeps_counting() -> None:
+    engine, log = make_engine(), Log()
+    record = remember(engine, log, OFFICE, T0)
+
+    for day in range(1, 4):
+        engine.process([log.recalled([record.id], T0 + day * DAY)])
+
+    assert engine.bank("acme").records[record.id].access_count == 3
+
+
+def test_a_recall_hit_reactivates_a_cold_memory() -> None:
+    engine, log = make_engine(), Log()
+    record = remember(engine, log, OFFICE, T0)
+    engine.process([log.command("tick", T0 + 200 * DAY)])
+    assert engine.bank("acme").records[record.id].status == "cold"
+
+    result = engine.process([log.recalled([record.id], T0 + 201 * DAY)])
+
+    [change] = result.changes
+    assert change.change == "reactivated"
+    assert change.record.status == "active"
+    assert change.record.activation >= 0.2
+    assert change.record.history[-1].change == "reactivated"
+
+
+def test_recall_hits_on_forgotten_or_superseded_memories_are_ignored() -> None:
+    engine, log = make_engine(), Log()
+    mysql = remember(engine, log, MYSQL, T0)
+    engine.process([log.turn(POSTGRES, T0 + DAY)])
+    office = remember(engine, log, OFFICE, T0)
+    engine.process([log.command("forget", T0 + DAY, memory_ids=[office.id])])
+
+    result = engine.process([log.recalled([mysql.id, office.id], T0 + 2 * DAY)])
+
+    assert result.changes == []
+
+
+# -- light consolidation ------------------------------------------------------------------------
+
+
+def test_light_consolidation_runs_every_twenty_turns() -> None:
+    engine, log = make_engine(), Log()
+    old = remember(engine, log, OFFICE, T0)  # turn 1
+    later = T0 + 200 * DAY
+
+    eighteen = engine.process([log.turn("ok thanks", later) for _ in range(18)])  # turns 2-19
+
+    assert eighteen.changes == []
+    assert engine.bank("acme").turns_since_consolidation == 19
+
+    twentieth = engine.process([log.turn("lol ok", later)])  # turn 20
+
+    assert [(c.change, c.record.id) for c in twentieth.changes] == [("cooled", old.id)]
+    assert twentieth.changes[0].cause_event_id == "turn-20"
+    assert engine.bank("acme").turns_since_consolidation == 0
+
+
+def test_light_consolidation_interval_follows_the_policy() -> None:
+    engine, log = make_engine(policy=MemoryPolicy(light_consolidation_every=3)), Log()
+    old = remember(engine, log, OFFICE, T0)
+
+    result = engine.process([log.turn("hi", T0 + 200 * DAY), log.turn("ok", T0 + 200 * DAY)])
+
+    assert [(c.change, c.record.id) for c in result.changes] == [("cooled", old.id)]
+
+
+# -- segments -----------------------------------------------------------------------------------
+
+
+def test_turns_on_one_topic_share_a_segment_and_a_new_topic_starts_one() -> None:
+    topic_a, topic_a2, topic_b = "billing runs nightly", "billing export is slow", "cats are nice"
+    encoder = ExactEncoder({topic_a: [1.0], topic_a2: at_cosine(0.6), topic_b: at_cosine(0.0, 2)})
+    engine, log = make_engine(encoder), Log()
+
+    engine.process([log.turn(topic_a), log.turn(topic_a2), log.turn(topic_b)])
+
+    records = by_content(engine)
+    assert records[topic_a].segment_id == records[topic_a2].segment_id
+    assert records[topic_b].segment_id != records[topic_a].segment_id
