@@ -199,9 +199,7 @@ def _hindsight_error(_: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, UnknownMemory):
         return _error(404, str(exc), "memory_id", [])
     if isinstance(exc, InvalidEvent):
-        return _error(
-            422, exc.reason, exc.field, [FieldError(field=exc.field, message=exc.reason)]
-        )
+        return _error(422, exc.reason, exc.field, [FieldError(field=exc.field, message=exc.reason)])
     return _error(400, str(exc), None, [])
 
 
@@ -430,4 +428,3 @@ async def serve_api(settings: Settings, host: str, port: int) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         sock.close()
-

@@ -285,9 +285,15 @@ class Hindsight:
         wait_for: Receipt | int | None = None,
         wait_timeout: float = 30.0,
         include_history: bool = False,
-        truncate: bool = True,
+        truncate: bool | None = None,
         reinforce: bool = True,
     ) -> RecallResult:
+        """Ranked memories and a compact context block.
+
+        Without ``limit`` the result is cut at the first large score gap (the seeds' dynamic
+        truncation); an explicit ``limit`` asks for that many, so the gap cut is off unless
+        ``truncate=True``.
+        """
         check_namespace(namespace)
         if not query.strip():
             raise InvalidEvent("must not be empty", "query", "recall")
@@ -297,6 +303,8 @@ class Hindsight:
             await self.wait_offset(namespace, wait_for, wait_timeout)
         engine = await self._recall_engine()
         moment = at or _now()
+        if truncate is None:
+            truncate = limit is None
         memories, trace = await asyncio.get_running_loop().run_in_executor(
             None,
             lambda: engine.recall_with_trace(

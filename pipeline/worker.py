@@ -30,7 +30,9 @@ from pipeline.settings import Settings
 from pipeline.stores.milvus_view import MilvusView
 from pipeline.stores.state_topic import StateTopicWriter, make_producer, partition_for
 from schemas.codec import encode
-from topics.catalogue import topic_names
+from topics.catalogue import INPUT_ROLES, topic_names
+
+ROLE_ORDER = {role: index for index, role in enumerate(INPUT_ROLES)}
 
 log = logging.getLogger("hindsight.worker")
 
@@ -171,6 +173,17 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
         loop = asyncio.get_running_loop()
         await open_views()
         async for events in stream.take_events(settings.batch_size, within=settings.batch_window_s):
+            # Within a batch, restore each partition's producer order across the three topics
+            # (timestamp, then turns < commands < signals, then offset): the order replay uses.
+            events = sorted(
+                events,
+                key=lambda e: (
+                    e.message.partition,
+                    e.message.timestamp,
+                    ROLE_ORDER.get(role_of.get(e.message.topic, "turns"), 0),
+                    e.message.offset,
+                ),
+            )
             batch = [
                 RawRecord(
                     role=role_of.get(event.message.topic, "turns"),

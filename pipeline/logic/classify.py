@@ -170,6 +170,31 @@ _PAST_EVENT = re.compile(
 )
 
 
+# Requests about memory itself ("please forget my address") are commands, not memories: storing
+# them would keep the very text the user wants gone, and they would outrank the target on recall.
+_FORGET_REQUEST = re.compile(
+    r"\b(please\s+)?(forget|delete|erase|remove|don'?t remember|stop remembering)\b.{0,40}"
+    r"\b(my|our|that|this|it|what i (said|told))\b|忘掉|忘记|删掉|删除.{0,10}(我的|记录|信息)|别记",
+    re.I,
+)
+# Assistant pleasantries and sign-offs that carry no fact.
+_SIGN_OFF = re.compile(
+    r"^\W*(?:(?:hello|hi|hey|ok|okay|alright|sure|great|thanks|thank you|bye)\W+)*(how (can|may) i (help|assist)( you)?( today)?|what can i do for you|"
+    r"anything else( i can help with)?|let me know if .{0,40}|see you (tomorrow|later|soon|next time)|"
+    r"talk (to you )?(tomorrow|later|soon)|have a (good|great|nice) (day|one|night|weekend))\W*$|"
+    r"^\W*(你好|您好)?\W*(有什么(可以|能)帮(你|您)的|还有(什么|别的)需要|明天见|回头见|下次见)\W*$",
+    re.I,
+)
+# Health, safety and hard constraints outweigh ordinary facts (an allergy must survive noise).
+_CRITICAL = re.compile(
+    r"\b(allerg\w*|intoleran\w*|diabet\w*|asthma|medication|blood type|emergency contact|"
+    r"never (use|do|give|eat)|must not|must never|password|pin code)\b|过敏|不耐受|糖尿病|哮喘|药物|血型|"
+    r"紧急联系人|绝对不(能|要)|千万不要|密码",
+    re.I,
+)
+CRITICAL_FACT_IMPORTANCE = 0.9
+
+
 @dataclass(frozen=True)
 class Classification:
     kind: Kind
@@ -200,33 +225,27 @@ def region_for(kind: Kind, text: str) -> Region:
 
 def classify(text: str) -> Classification:
     """Decide should-remember and the kind, with the seeds' base importance."""
-    if is_small_talk(text):
+    if is_small_talk(text) or _SIGN_OFF.search(text.strip()):
         return Classification(
             "chit_chat", "episodic", BASE_IMPORTANCE["chit_chat"], False, "small talk"
         )
-    rules = _ZH_RULES if language_of(text) == "zh" else _EN_RULES
-    for kind, pattern in rules:
+    if _FORGET_REQUEST.search(text):
+        return Classification(
+            "chit_chat", "episodic", BASE_IMPORTANCE["chit_chat"], False, "a request to forget"
+        )
+    primary = _ZH_RULES if language_of(text) == "zh" else _EN_RULES
+    # Mixed-language turns: the other language's rules are tried second.
+    secondary = _EN_RULES if primary is _ZH_RULES else _ZH_RULES
+    kind: Kind = "fact"
+    reason = "default: fact"
+    for kind_rule, pattern in [*primary, *secondary]:
         match = pattern.search(text)
         if match:
-            return Classification(
-                kind,
-                region_for(kind, text),
-                BASE_IMPORTANCE[kind],
-                True,
-                f"matched {match.group(0)!r}",
-            )
-    # Chinese text may still carry English rules (mixed-language turns) and vice versa.
-    other = _EN_RULES if rules is _ZH_RULES else _ZH_RULES
-    for kind, pattern in other:
-        match = pattern.search(text)
-        if match:
-            return Classification(
-                kind,
-                region_for(kind, text),
-                BASE_IMPORTANCE[kind],
-                True,
-                f"matched {match.group(0)!r}",
-            )
-    return Classification(
-        "fact", region_for("fact", text), BASE_IMPORTANCE["fact"], True, "default: fact"
-    )
+            kind, reason = kind_rule, f"matched {match.group(0)!r}"
+            break
+    importance = BASE_IMPORTANCE[kind]
+    critical = _CRITICAL.search(text)
+    if critical and importance < CRITICAL_FACT_IMPORTANCE:
+        importance = CRITICAL_FACT_IMPORTANCE
+        reason += f"; critical {critical.group(0)!r}"
+    return Classification(kind, region_for(kind, text), importance, True, reason)

@@ -60,10 +60,21 @@ TECH_CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 
 _TECH_LOOKUP = {name: category for category, names in TECH_CATEGORIES.items() for name in names}
+# Everyday words that are also technology names only count when written as a product name.
+_AMBIGUOUS_TECH = frozenset({"go", "swift", "rust", "java", "ruby", "uv", "pip", "chroma", "nats"})
+
+
+def _alternation(names: list[str]) -> str:
+    return "|".join(sorted((re.escape(name) for name in names), key=len, reverse=True))
+
+
+# ASCII-only boundaries: CJK characters are \w in Python, and "用的是MySQL" must still match.
 _TECH_PATTERN = re.compile(
-    r"(?<![\w.+#])("
-    + "|".join(sorted((re.escape(name) for name in _TECH_LOOKUP), key=len, reverse=True))
-    + r")(?![\w+#])",
+    r"(?<![A-Za-z0-9_.+#])("
+    + _alternation([n for n in _TECH_LOOKUP if n not in _AMBIGUOUS_TECH])
+    + r"|"
+    + "|".join(f"(?-i:{name.capitalize()})" for name in sorted(_AMBIGUOUS_TECH))
+    + r")(?![A-Za-z0-9_+#])",
     re.I,
 )
 
@@ -138,7 +149,8 @@ _USE_FOR_EN = re.compile(
 )
 _USE_EN = re.compile(
     rf"\b{_FIRST_PERSON}\s+(?:now\s+|currently\s+|still\s+)?(?:use|uses|are using|run|runs|"
-    r"write (?:everything|all code|code) in|code in)\s+(?P<value>[\w.+#-]+)",
+    r"write (?:everything|all (?:of )?(?:my |our )?code|(?:my |our )?code) in|code in)\s+"
+    r"(?P<value>[\w.+#-]+)",
     re.I,
 )
 _MY_X_IS_EN = re.compile(
@@ -163,7 +175,23 @@ _USE_ZH = re.compile(
     r"(?:我们|我|团队)(?:现在|目前|一直)?(?:用|使用|采用)\s*(?P<value>[A-Za-z][\w.+#-]{0,20})"
 )
 _MY_X_IS_ZH = re.compile(r"我的(?P<attr>[\u4e00-\u9fff]{1,8}?)是(?P<value>[^，。,.！!？?]{1,20})")
-_LIVE_ZH = re.compile(r"我(?:现在)?住在(?P<value>[\u4e00-\u9fff]{2,8})")
+_LIVE_ZH = re.compile(r"我(?:现在)?住在(?P<value>[\u4e00-\u9fff]{2,8}?)(?:了|啦|呢)?(?:[，。,.！!]|$)")
+# A move stated without its origin: "we migrated to PostgreSQL", "已经迁移到PostgreSQL了".
+_MOVE_TO_EN = re.compile(
+    rf"\b{_FIRST_PERSON}\s+(?:\w+\s+){{0,2}}?(?:have\s+|has\s+|had\s+)?(?:now\s+)?"
+    r"(?:moved|switched|migrated|changed|transitioned)\s+(?:over\s+|everything\s+)?to\s+"
+    r"(?P<value>[\w.+#-]+(?:\s[\w.+#-]+)?)",
+    re.I,
+)
+_MOVE_TO_ZH = re.compile(r"(?:迁移|切换|换|改|转)(?:到|成|为)\s*(?P<value>[A-Za-z][\w.+#-]{0,20})|改用\s*(?P<value2>[A-Za-z][\w.+#-]{0,20})")
+# A first-person sentence that names a technology with a verb of use ("我写代码一直用Python",
+# "我们团队的数据库用的是MySQL", "our stack runs on AWS"): the technology's category is the attribute.
+_FIRST_PERSON_ANY = re.compile(r"\b(?:i|we|our|my)\b|我|团队|公司", re.I)
+_USE_VERB = re.compile(
+    r"\b(?:use|uses|using|used|write|writes|written|code|runs? on|built (?:on|with)|rely on|"
+    r"deployed on|hosted on)\b|用|使用|采用|基于|跑在|部署在",
+    re.I,
+)
 
 _ZH_TOPIC_ATTRIBUTES = {
     "代码": "programming language",
@@ -187,8 +215,13 @@ def tech_category(value: str) -> str | None:
     return _TECH_LOOKUP.get(normalise(value))
 
 
+# Spellings of one technology, so "postgres" restating "PostgreSQL" is a confirmation, not a change.
+_TECH_ALIASES = {"postgres": "PostgreSQL", "golang": "Go", "vs code": "VSCode", "google cloud": "GCP"}
+
+
 def _canonical_value(value: str) -> str:
     cleaned = strip_edges(value)
+    cleaned = _TECH_ALIASES.get(normalise(cleaned), cleaned)
     words = cleaned.split()
     # "PostgreSQL now", "TypeScript please": drop trailing filler words.
     while words and words[-1].lower() in {"now", "please", "instead", "too", "again", "today"}:
@@ -228,6 +261,12 @@ def extract_triplet(text: str, speaker: str) -> Triplet | None:
         )
         if category or topic:
             return make(category or topic, value)
+    match = _MOVE_TO_EN.search(text) or _MOVE_TO_ZH.search(text)
+    if match:
+        raw = next(v for v in match.groupdict().values() if v)
+        value = _first_tech(raw)
+        if value and tech_category(value):
+            return make(tech_category(value) or "", value)
     match = _USE_FOR_EN.search(text)
     if match:
         value = match.group("value")
@@ -242,6 +281,11 @@ def extract_triplet(text: str, speaker: str) -> Triplet | None:
             category = tech_category(value) if value else None
             if category:
                 return make(category, value)
+    techs = {tech_category(m.group(1)): m.group(1) for m in _TECH_PATTERN.finditer(text)}
+    if len(techs) == 1 and _FIRST_PERSON_ANY.search(text) and _USE_VERB.search(text):
+        ((category, value),) = techs.items()
+        if category:
+            return make(category, value)
     match = _LIVE_EN.search(text) or _LIVE_ZH.search(text)
     if match:
         return make("home city", match.group("value"))

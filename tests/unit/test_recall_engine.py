@@ -186,3 +186,10 @@ def test_real_encoder_smoke() -> None:
     engine = RecallEngine(index, encoder)
     assert engine.recall("ns", "which database do we use?", at=at)[0].id == "db"
     assert engine.recall("ns", "steps to deploy", at=at)[0].id == "deploy"
+
+
+def test_chinese_context_lines_get_chinese_tags(engine: RecallEngine) -> None:
+    block = engine.format_context("ns", "我们用什么数据库", at=AT)
+    first = block.split("\n")[0]
+    assert first.startswith("- [") and "[事实]" in first and first.endswith("(mem:zh-db)")
+    assert "[fact]" in engine.format_context("ns", "我们用什么数据库", at=AT, language="en")

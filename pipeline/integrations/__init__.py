@@ -1,0 +1,1 @@
+"""Optional framework integrations; each module needs its own extra (e.g. ``[langchain]``)."""
