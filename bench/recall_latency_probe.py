@@ -15,6 +15,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import psutil
 
 from pipeline.encoders import Vectors
 from pipeline.recall import HotIndex, RecallEngine
@@ -56,11 +57,13 @@ def unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return rows
 
 
-def build(n: int, dim: int, seed: int) -> tuple[HotIndex, np.ndarray, float]:
+def build(n: int, dim: int, seed: int) -> tuple[HotIndex, np.ndarray, float, float]:
+    """The index, its vectors, build seconds and resident-memory growth in MiB."""
     rng = np.random.default_rng(seed)
     pick = random.Random(seed)
     vectors = unit_rows(rng, n, dim)
     index = HotIndex()
+    rss_before = psutil.Process().memory_info().rss
     started = time.perf_counter()
     for row in range(n):
         words = pick.choices(WORDS, k=12)
@@ -69,14 +72,28 @@ def build(n: int, dim: int, seed: int) -> tuple[HotIndex, np.ndarray, float]:
         created = AT - timedelta(days=pick.uniform(0, 365))
         importance = pick.choice((0.2, 0.5, 0.65, 0.7, 0.85, 0.9))
         text = " ".join(words)
-        index.apply(MemoryRecord(
-            id=f"m{row:07d}", namespace="probe", region=REGIONS[row % 3], kind="fact",
-            content=text, search_text=text, entities=[f"SF{row:06d}"],
-            base_importance=importance, importance=importance,
-            created_at=created, valid_from=created, updated_at=created, segment_id="s",
-            activation=pick.random(), activation_at=created, vector=vectors[row].tolist(),
-        ))
-    return index, vectors, time.perf_counter() - started
+        index.apply(
+            MemoryRecord(
+                id=f"m{row:07d}",
+                namespace="probe",
+                region=REGIONS[row % 3],
+                kind="fact",
+                content=text,
+                search_text=text,
+                entities=[f"SF{row:06d}"],
+                base_importance=importance,
+                importance=importance,
+                created_at=created,
+                valid_from=created,
+                updated_at=created,
+                segment_id="s",
+                activation=pick.random(),
+                activation_at=created,
+                vector=vectors[row].tolist(),
+            )
+        )
+    build_s = time.perf_counter() - started
+    return index, vectors, build_s, (psutil.Process().memory_info().rss - rss_before) / 2**20
 
 
 def queries(count: int, seed: int) -> list[str]:
@@ -84,8 +101,15 @@ def queries(count: int, seed: int) -> list[str]:
     out = []
     for n in range(count):
         shape = QUERY_SHAPES[n % len(QUERY_SHAPES)]
-        out.append(shape.format(a=pick.choice(WORDS), b=pick.choice(WORDS), c=pick.choice(WORDS),
-                                z=pick.choice(ZH_WORDS), n=f"{pick.randrange(100000):06d}"))
+        out.append(
+            shape.format(
+                a=pick.choice(WORDS),
+                b=pick.choice(WORDS),
+                c=pick.choice(WORDS),
+                z=pick.choice(ZH_WORDS),
+                n=f"{pick.randrange(100000):06d}",
+            )
+        )
     return out
 
 
@@ -94,7 +118,7 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def probe(n: int, dim: int, count: int, seed: int) -> dict[str, float]:
-    index, vectors, build_s = build(n, dim, seed)
+    index, vectors, build_s, rss_mb = build(n, dim, seed)
     view = index.view("probe")
     assert view is not None
     query_vectors = unit_rows(np.random.default_rng(seed + 1), count, dim)
@@ -119,9 +143,13 @@ def probe(n: int, dim: int, count: int, seed: int) -> dict[str, float]:
             engine.recall("probe", text, at=AT)
             recall.append(time.perf_counter() - started)
     return {
-        "n": n, "build_s": build_s,
-        "brute_p50": percentile(brute, 50), "brute_p99": percentile(brute, 99),
-        "recall_p50": percentile(recall, 50), "recall_p99": percentile(recall, 99),
+        "n": n,
+        "build_s": build_s,
+        "rss_mb": rss_mb,
+        "brute_p50": percentile(brute, 50),
+        "brute_p99": percentile(brute, 99),
+        "recall_p50": percentile(recall, 50),
+        "recall_p99": percentile(recall, 99),
     }
 
 
@@ -132,13 +160,18 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    print(f"{'n':>8} {'build s':>8} {'brute p50':>10} {'brute p99':>10} "
-          f"{'recall p50':>11} {'recall p99':>11} {'p99 ratio':>9}   (ms)")
+    print(
+        f"{'n':>8} {'build s':>8} {'+RSS MiB':>8} {'brute p50':>10} {'brute p99':>10} "
+        f"{'recall p50':>11} {'recall p99':>11} {'p99 ratio':>9}   (ms)"
+    )
     for n in args.sizes:
         row = probe(n, args.dim, args.queries, args.seed)
-        print(f"{n:>8} {row['build_s']:>8.1f} {row['brute_p50']:>10.3f} {row['brute_p99']:>10.3f} "
-              f"{row['recall_p50']:>11.3f} {row['recall_p99']:>11.3f} "
-              f"{row['recall_p99'] / row['brute_p99']:>9.1f}")
+        print(
+            f"{n:>8} {row['build_s']:>8.1f} {row['rss_mb']:>8.0f} "
+            f"{row['brute_p50']:>10.3f} {row['brute_p99']:>10.3f} "
+            f"{row['recall_p50']:>11.3f} {row['recall_p99']:>11.3f} "
+            f"{row['recall_p99'] / row['brute_p99']:>9.1f}"
+        )
 
 
 if __name__ == "__main__":

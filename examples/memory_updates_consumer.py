@@ -22,7 +22,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from pipeline.stores.state_topic import partition_for
+from pipeline.stores.state_topic import partition_for, partition_ids
 from schemas.memory import MemoryChanged
 from topics.catalogue import topic_names
 
@@ -80,10 +80,7 @@ async def follow(args: argparse.Namespace) -> int:
     seen = Seen()
     delivered = 0
     try:
-        partitions = sorted(consumer.partitions_for_topic(topic) or [])
-        if not partitions:
-            await consumer.force_metadata_update()  # a fresh client may not have metadata yet
-            partitions = sorted(consumer.partitions_for_topic(topic) or [])
+        partitions = await partition_ids(bootstrap, topic)
         if not partitions:
             print(f"error: topic {topic} does not exist", file=sys.stderr)
             return 2

@@ -118,6 +118,7 @@ class DenseRetriever:
         self._depth = depth
         self._batch = batch
         self._indexes: dict[str, _Index] = {}
+        self._queries: dict[str, np.ndarray] = {}
 
     async def prepare(self, conversations: Sequence[Conversation]) -> None:
         from tqdm import tqdm
@@ -133,9 +134,16 @@ class DenseRetriever:
                 self._indexes[conversation.namespace] = _Index(
                     conversation.turns, np.concatenate(parts)
                 )
+        # Questions are known up front: one batched encode beats a thousand single calls.
+        questions = list(dict.fromkeys(q.question for c in conversations for q in c.questions))
+        for start in range(0, len(questions), self._batch):
+            batch = questions[start : start + self._batch]
+            self._queries.update(zip(batch, self._encoder.encode(batch), strict=True))
 
     async def retrieve(self, namespace: str, question: str, at: datetime) -> RankedResult:
         index = self._indexes[namespace]
-        query = self._encoder.encode([question])[0]
+        query = self._queries.get(question)
+        if query is None:
+            query = self._encoder.encode([question])[0]
         scores = np.asarray(index.model @ query, dtype=np.float64)  # unit vectors: dot = cosine
         return _ranked(index.turns, scores, self._depth)

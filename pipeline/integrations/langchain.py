@@ -290,7 +290,7 @@ class HindsightChatMessageHistory(BaseChatMessageHistory):
                 metadata["tool_call_id"] = message.tool_call_id
             last = await self.client.retain(
                 self.namespace,
-                message.text,
+                str(message.text),
                 speaker=self._speaker(message),
                 session_id=self.session_id,
                 role=ROLE_OF_TYPE.get(message.type, "user"),

@@ -20,13 +20,22 @@ Language = Literal["en", "zh"]
 
 KIND_TAGS: dict[str, dict[str, str]] = {
     "en": {
-        "preference": "preference", "task_state": "task", "fact": "fact",
-        "procedure": "procedure", "decision": "decision", "emotion": "emotion",
+        "preference": "preference",
+        "task_state": "task",
+        "fact": "fact",
+        "procedure": "procedure",
+        "decision": "decision",
+        "emotion": "emotion",
         "chit_chat": "chat",
     },
     "zh": {
-        "preference": "偏好", "task_state": "任务", "fact": "事实", "procedure": "流程",
-        "decision": "决定", "emotion": "情绪", "chit_chat": "闲聊",
+        "preference": "偏好",
+        "task_state": "任务",
+        "fact": "事实",
+        "procedure": "流程",
+        "decision": "决定",
+        "emotion": "情绪",
+        "chit_chat": "闲聊",
     },
 }
 STATUS_TAGS: dict[str, dict[str, str]] = {
@@ -48,8 +57,9 @@ def estimate_tokens(text: str) -> int:
     return cjk + (len(text) - cjk + 3) // 4
 
 
-def format_line(memory: RecalledMemory, *, max_chars: int = 200,
-                language: Language | None = None) -> str:
+def format_line(
+    memory: RecalledMemory, *, max_chars: int = 200, language: Language | None = None
+) -> str:
     """One memory as a line of at most ``max_chars`` characters (the text is shortened, never
     the date, tag or citation)."""
     lang = line_language(memory.content, language)

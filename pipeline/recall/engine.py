@@ -15,7 +15,7 @@ import numpy as np
 from pipeline.encoders import Encoder
 from pipeline.recall.context import Language, format_context, format_line
 from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
-from pipeline.recall.hot_index import BoolArray, HotIndex, NamespaceView, top_k
+from pipeline.recall.hot_index import HotIndex, NamespaceSearch, NamespaceView, RowFilter
 from pipeline.recall.lexical import tokenize
 from pipeline.recall.routing import RouteDecision, classify
 from pipeline.recall.scoring import (
@@ -54,11 +54,15 @@ class RecallEngine:
         encoder: Encoder,
         policy: RecallPolicy | None = None,
         tuning: RecallTuning = DEFAULT_TUNING,
+        *,
+        exact: bool = False,
     ) -> None:
         self.index = index
         self.encoder = encoder
         self.policy = policy or RecallPolicy()
         self.tuning = tuning
+        # True: scan every namespace exactly, even one with a graph (benchmarks, recall checks).
+        self.exact = exact
 
     def recall(
         self,
@@ -73,8 +77,14 @@ class RecallEngine:
         budget_chars: int | None = None,
     ) -> list[RecalledMemory]:
         memories, _ = self.recall_with_trace(
-            namespace, query, at=at, limit=limit, regions=regions,
-            include_history=include_history, truncate=truncate, budget_chars=budget_chars,
+            namespace,
+            query,
+            at=at,
+            limit=limit,
+            regions=regions,
+            include_history=include_history,
+            truncate=truncate,
+            budget_chars=budget_chars,
         )
         return memories
 
@@ -92,7 +102,11 @@ class RecallEngine:
         language: Language | None = None,
     ) -> str:
         memories = self.recall(
-            namespace, query, at=at, limit=limit, regions=regions,
+            namespace,
+            query,
+            at=at,
+            limit=limit,
+            regions=regions,
             include_history=include_history,
         )
         return format_context(
@@ -138,8 +152,16 @@ class RecallEngine:
             if view is None or view.size == 0:
                 return [], self._trace(decision, primary, False, window, 0)
             candidates, fallback_used = self._candidates(
-                view, query, tokens, query_vector, at, window, primary, explicit,
-                may_fall_back, include_history,
+                view,
+                query,
+                tokens,
+                query_vector,
+                at,
+                window,
+                primary,
+                explicit,
+                may_fall_back,
+                include_history,
             )
             candidates.sort(key=lambda c: (-c.score, c.fused.memory_id))
             count = len(candidates)
@@ -150,8 +172,7 @@ class RecallEngine:
             else:
                 count = min(count, limit if limit is not None else self.policy.max_results)
             memories = [
-                self._recalled(view, candidate, include_history)
-                for candidate in candidates[:count]
+                self._recalled(view, candidate, include_history) for candidate in candidates[:count]
             ]
         if budget_chars is not None:
             memories = self._fit(memories, budget_chars)
@@ -173,37 +194,31 @@ class RecallEngine:
         include_history: bool,
     ) -> tuple[list[_Candidate], bool]:
         k = self.policy.candidates_per_path
-        similarities = view.similarities(query_vector)
-        visible = view.visible_mask(at, include_history)
-        if explicit is not None:
-            # Regions the caller names are a hard filter on every path.
-            visible &= view.region_mask(explicit)
-        routed = visible & view.region_mask(primary)
-        log_activations = view.log_activations(at)
+        # Regions the caller names are a hard filter on every path (folded into the base filter).
+        search = NamespaceSearch(
+            view, query_vector, at, include_history=include_history, regions=explicit,
+            exact=self.exact,
+        )
+        routed = search.filter(primary)
 
-        def accept(memory_id: str) -> bool:
-            slot = view.slot_of.get(memory_id)
-            return slot is not None and bool(visible[slot])
+        def listed(where: RowFilter) -> list[tuple[str, float]]:
+            return [(view.ids[s], score) for s, score in search.dense(k, where)]
 
-        def listed(values: np.ndarray, mask: BoolArray) -> list[tuple[str, float]]:
-            return [(view.ids[s], float(values[s])) for s in top_k(values, mask, k).tolist()]
-
-        def most_active(mask: BoolArray) -> list[tuple[str, float]]:
-            slots = top_k(log_activations, mask, k).tolist()
-            return [(view.ids[s], float(np.exp(log_activations[s]))) for s in slots]
+        def most_active(where: RowFilter) -> list[tuple[str, float]]:
+            return [(view.ids[s], float(np.exp(value))) for s, value in search.active(k, where)]
 
         # Lexical and entity paths are not routed: an exact match is evidence in any region.
-        bm25_hits = view.bm25.search(tokens, k, accept)
-        entity_hits = view.entities.search(query, k, accept)
+        bm25_hits = view.bm25.search(tokens, k, search.visible)
+        entity_hits = view.entities.search(query, k, search.visible)
         ranked: dict[str, list[tuple[str, float]]] = {
-            "dense": listed(similarities, routed),
+            "dense": listed(routed),
             "bm25": [(hit.memory_id, hit.score) for hit in bm25_hits],
             "entity": [(hit.memory_id, hit.score) for hit in entity_hits],
             "activation": most_active(routed),
         }
         if window is not None:
             # Inside the window, the most similar first.
-            ranked["temporal"] = listed(similarities, visible & view.window_mask(window))
+            ranked["temporal"] = listed(search.filter(window=window))
         coverage = {hit.memory_id: hit.coverage for hit in bm25_hits}
         entity_score = {hit.memory_id: hit.score for hit in entity_hits}
 
@@ -217,14 +232,19 @@ class RecallEngine:
                     kept.append((item, status))
             if not kept:
                 return []
-            ceiling = max_rrf([path for path, hits in ranked.items() if hits],
-                              self.tuning.path_weights, RRF_K) or 1.0
+            ceiling = (
+                max_rrf(
+                    [path for path, hits in ranked.items() if hits], self.tuning.path_weights, RRF_K
+                )
+                or 1.0
+            )
             # The formula runs once over the candidate arrays, not once per candidate.
-            slots = np.fromiter((view.slot_of[item.memory_id] for item, _ in kept),
-                                dtype=np.int64, count=len(kept))
+            slots = np.fromiter(
+                (view.slot_of[item.memory_id] for item, _ in kept), dtype=np.int64, count=len(kept)
+            )
             created = view.created[slots]
             rel = relevance(
-                similarities[slots].astype(np.float64),
+                search.cosines(slots),
                 np.array([coverage.get(item.memory_id, 0.0) for item, _ in kept]),
                 np.array([entity_score.get(item.memory_id, 0.0) for item, _ in kept]),
                 np.array([item.rrf for item, _ in kept]) / ceiling,
@@ -238,8 +258,14 @@ class RecallEngine:
             )
             scores = final_score(rel, view.importance[slots], fresh, self.policy)
             return [
-                _Candidate(item, rel_n, fresh_n, score_n, status,
-                           first_pass is not None and item.memory_id not in first_pass)
+                _Candidate(
+                    item,
+                    rel_n,
+                    fresh_n,
+                    score_n,
+                    status,
+                    first_pass is not None and item.memory_id not in first_pass,
+                )
                 for (item, status), rel_n, fresh_n, score_n in zip(
                     kept, rel.tolist(), fresh.tolist(), scores.tolist(), strict=True
                 )
@@ -251,8 +277,8 @@ class RecallEngine:
             return candidates, False
         # Weak answer from the routed region: widen dense and activation to every region.
         first_pass = {c.fused.memory_id for c in candidates}
-        ranked["dense"] = listed(similarities, visible)
-        ranked["activation"] = most_active(visible)
+        ranked["dense"] = listed(search.base)
+        ranked["activation"] = most_active(search.base)
         return score_all(first_pass), True
 
     def _recalled(
@@ -279,9 +305,7 @@ class RecallEngine:
             },
             provenance=list(record.provenance),
             superseded_by=record.superseded_by,
-            supersede_chain=(
-                supersede_chain(record, view.records.get) if include_history else []
-            ),
+            supersede_chain=(supersede_chain(record, view.records.get) if include_history else []),
             history=list(record.history) if include_history else None,
             via_fallback=candidate.via_fallback,
         )

@@ -56,7 +56,8 @@ def rrf_fuse(
     return sorted(fused.values(), key=lambda item: (-item.rrf, item.memory_id))
 
 
-def max_rrf(paths: Sequence[str], weights: Mapping[str, float] = DEFAULT_PATH_WEIGHTS,
-            k: int = RRF_K) -> float:
+def max_rrf(
+    paths: Sequence[str], weights: Mapping[str, float] = DEFAULT_PATH_WEIGHTS, k: int = RRF_K
+) -> float:
     """The fused score of a memory ranked first on every given path (for normalising)."""
     return sum(weights.get(path, 1.0) / (k + 1) for path in paths if weights.get(path, 1.0) > 0)

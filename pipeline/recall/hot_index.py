@@ -8,7 +8,12 @@ same index back. Per namespace it keeps
   few milliseconds and needs no ANN build, no training and gives exact answers;
 - per-row numpy columns (region, created time, importance, activation, hidden-since) so
   prefilters and the activation path are vectorised too;
-- the BM25 index, the entity index and a created-time-sorted index for temporal windows.
+- the BM25 index, the entity index and a created-time-sorted index for temporal windows;
+- from ``RecallTuning.ann_min_rows`` rows on, an HNSW graph over the matrix (keyed by slot) and a
+  decay-ordered activation list (``ann.py``), so a recall reads candidates, not every row.
+
+``NamespaceSearch`` is one recall's reader: exact vectorised scans on a small namespace, the
+graph and per-candidate filters on a large one.
 
 Namespaces never share a structure (I8): a recall only ever touches its own namespace's view.
 """
@@ -16,14 +21,17 @@ Namespaces never share a structure (I8): a recall only ever touches its own name
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.recall.ann import ActivationOrder, AnnIndex, ann_available
 from pipeline.recall.entities import EntityIndex
 from pipeline.recall.lexical import BM25Index, tokenize
 from pipeline.recall.scoring import (
@@ -46,6 +54,16 @@ REGION_CODE: dict[str, int] = {region: code for code, region in enumerate(REGION
 _INITIAL_CAPACITY = 64
 _NEVER = math.inf
 _FILL = {"hidden_since": _NEVER, "log_activation": -math.inf, "activation_base": -math.inf}
+# Temporal windows with at most this many rows are scored exactly even in a large namespace.
+_EXACT_WINDOW_ROWS = 4096
+# Over-fetch from the graph before filters; grown ×4 while too few candidates pass, up to the cap
+# (beyond it the filter is selective enough that an exact scan of the rows it keeps is cheaper).
+_ANN_FETCH_FACTOR = 4
+_ANN_FETCH_CAP = 4096
+# Activation walk steps before falling back to one vectorised scan.
+_ACTIVATION_STEPS_PER_RESULT = 64
+
+log = logging.getLogger(__name__)
 
 
 class HotIndexError(HindsightError):
@@ -55,8 +73,9 @@ class HotIndexError(HindsightError):
 class NamespaceView:
     """All recall structures of one namespace. Not thread-safe on its own: HotIndex locks."""
 
-    def __init__(self, namespace: str, dimension: int | None = None,
-                 tuning: RecallTuning = DEFAULT_TUNING) -> None:
+    def __init__(
+        self, namespace: str, dimension: int | None = None, tuning: RecallTuning = DEFAULT_TUNING
+    ) -> None:
         self.namespace = namespace
         self.dimension = dimension
         self._tuning = tuning
@@ -79,12 +98,22 @@ class NamespaceView:
         self.entities = EntityIndex()
         # (created epoch, id), sorted: temporal windows are two bisects.
         self._by_time: list[tuple[float, str]] = []
+        # Large-namespace structures (None while the namespace is scanned exactly).
+        self.ann: AnnIndex | None = None
+        self.by_activation: ActivationOrder | None = None
 
     # ----- writes -----
 
     def _columns(self) -> list[str]:
-        return ["region", "created", "importance", "log_activation", "activation_base",
-                "activation_rate", "hidden_since"]
+        return [
+            "region",
+            "created",
+            "importance",
+            "log_activation",
+            "activation_base",
+            "activation_rate",
+            "hidden_since",
+        ]
 
     def _grow(self) -> None:
         capacity = 2 * len(self.region)
@@ -124,8 +153,18 @@ class NamespaceView:
             self.size += 1
             self.ids.append(record.id)
             self.slot_of[record.id] = slot
+            added = True
+        else:
+            added = False
         if self.dimension is not None:
-            self.matrix[slot] = vector if vector is not None else 0.0
+            row = vector if vector is not None else np.zeros(self.dimension, dtype=np.float32)
+            # Status and activation updates keep the vector: the graph is touched only on change.
+            if self.ann is not None and (added or not np.array_equal(self.matrix[slot], row)):
+                if added:
+                    self.ann.add(np.array([slot], dtype=np.int64), row[None, :])
+                else:
+                    self.ann.replace(slot, row)
+            self.matrix[slot] = row
         self.region[slot] = REGION_CODE[record.region]
         self.created[slot] = record.created_at.timestamp()
         self.importance[slot] = record.importance
@@ -136,11 +175,16 @@ class NamespaceView:
         self.activation_rate[slot] = rate
         hidden = hidden_since(record)
         self.hidden_since[slot] = hidden.timestamp() if hidden is not None else _NEVER
+        if self.by_activation is not None:
+            self.by_activation.set(record.id, rate, float(self.activation_base[slot]))
         # Status and activation updates are the common case: re-index text only when it changed.
         if previous is None or previous.search_text != record.search_text:
             self.bm25.add(record.id, tokenize(record.search_text))
-        if (previous is None or previous.entities != record.entities
-                or previous.content != record.content):
+        if (
+            previous is None
+            or previous.entities != record.entities
+            or previous.content != record.content
+        ):
             self.entities.add(record.id, record.entities, record.content)
         if previous is None or previous.created_at != record.created_at:
             if previous is not None:
@@ -150,6 +194,31 @@ class NamespaceView:
         # would cost ~12 KB each (1.2 GB at 100k).
         stored = record.model_copy(update={"vector": []}) if record.vector else record
         self.records[record.id] = stored
+        self._rescale()
+
+    def _rescale(self) -> None:
+        """Build the large-namespace structures past the threshold; drop them below half of it."""
+        threshold = self._tuning.ann_min_rows
+        if self.ann is None:
+            if threshold is None or self.size < threshold or self.dimension is None:
+                return
+            if not ann_available():
+                log.warning("usearch is not installed: namespace %r stays exact", self.namespace)
+                return
+            # One bulk build when the namespace crosses the threshold (seconds at 20k rows).
+            self.ann = AnnIndex(self.dimension, self._tuning.ann)
+            self.ann.add(np.arange(self.size, dtype=np.int64), self.matrix[: self.size])
+            order = ActivationOrder()
+            for slot, memory_id in enumerate(self.ids):
+                order.set(
+                    memory_id,
+                    float(self.activation_rate[slot]),
+                    float(self.activation_base[slot]),
+                )
+            self.by_activation = order
+        elif threshold is None or self.size < threshold // 2:
+            self.ann = None
+            self.by_activation = None
 
     def _untime(self, record: MemoryRecord) -> None:
         key = (record.created_at.timestamp(), record.id)
@@ -163,6 +232,11 @@ class NamespaceView:
             return None
         slot = self.slot_of.pop(memory_id)
         last = self.size - 1
+        # The graph follows the swap-remove: the erased key goes, the moved row is re-keyed.
+        if self.ann is not None:
+            self.ann.remove(slot, moved_from=last if slot != last else None)
+        if self.by_activation is not None:
+            self.by_activation.discard(memory_id)
         if slot != last:
             moved = self.ids[last]
             self.ids[slot] = moved
@@ -181,6 +255,7 @@ class NamespaceView:
         self.bm25.remove(memory_id)
         self.entities.remove(memory_id)
         self._untime(record)
+        self._rescale()
         return record
 
     # ----- reads (vectorised over the namespace) -----
@@ -255,6 +330,194 @@ def top_k(values: npt.NDArray[np.floating], mask: BoolArray | None, k: int) -> I
     order = part[np.lexsort((candidates[part], -picked[part]))]
     result: IntArray = candidates[order].astype(np.int64)
     return result
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """Rows a path may return: visible at ``at``, optionally only some regions or a window.
+
+    ``mask`` answers for every row (exact scans); ``check``/``accepts`` for a few candidate slots,
+    so a large namespace is filtered at the cost of its candidates, not of its size.
+    """
+
+    at: float
+    include_history: bool
+    regions: frozenset[int] | None = None  # region codes; None: every region
+    window: TimeWindow | None = None
+
+    def narrowed(
+        self, regions: Collection[Region] | None = None, window: TimeWindow | None = None
+    ) -> RowFilter:
+        codes = self.regions
+        if regions is not None:
+            wanted = frozenset(REGION_CODE[region] for region in regions)
+            codes = wanted if codes is None else codes & wanted
+        return RowFilter(self.at, self.include_history, codes, window or self.window)
+
+    def mask(self, view: NamespaceView) -> BoolArray:
+        size = view.size
+        mask: BoolArray = view.created[:size] <= self.at
+        if not self.include_history:
+            mask &= view.hidden_since[:size] > self.at
+        if self.regions is not None:
+            column = view.region[:size]
+            in_region = np.zeros(size, dtype=np.bool_)
+            for code in self.regions:
+                in_region |= column == code  # a few int8 compares beat np.isin
+            mask &= in_region
+        if self.window is not None:
+            mask &= view.window_mask(self.window)
+        return mask
+
+    def check(self, view: NamespaceView, slots: IntArray) -> BoolArray:
+        created = view.created[slots]
+        ok: BoolArray = created <= self.at
+        if not self.include_history:
+            ok &= view.hidden_since[slots] > self.at
+        if self.regions is not None:
+            ok &= np.isin(view.region[slots], list(self.regions))
+        if self.window is not None:
+            ok &= (created >= self.window.start.timestamp()) & (
+                created < self.window.end.timestamp()
+            )
+        return ok
+
+    def accepts(self, view: NamespaceView, slot: int) -> bool:
+        if view.created[slot] > self.at:
+            return False
+        if not self.include_history and view.hidden_since[slot] <= self.at:
+            return False
+        if self.regions is not None and int(view.region[slot]) not in self.regions:
+            return False
+        return self.window is None or (
+            self.window.start.timestamp() <= view.created[slot] < self.window.end.timestamp()
+        )
+
+
+class NamespaceSearch:
+    """One recall's reads of one namespace (call under ``HotIndex.lock``).
+
+    Exact when the namespace has no graph (or ``exact``): one matrix-vector product and vectorised
+    masks, computed once and shared by every path. Otherwise approximate: the graph over-fetches,
+    filters run on the candidates only, the kept ones are re-scored exactly from the matrix, and
+    activation comes from the decay-ordered list.
+    """
+
+    def __init__(
+        self,
+        view: NamespaceView,
+        query: FloatArray,
+        at: datetime,
+        *,
+        include_history: bool,
+        regions: Collection[Region] | None = None,
+        exact: bool = False,
+    ) -> None:
+        if view.dimension is not None and query.shape[0] != view.dimension:
+            raise HotIndexError(
+                f"namespace {view.namespace!r}: query has {query.shape[0]} dimensions, "
+                f"the index has {view.dimension}"
+            )
+        self.view = view
+        self.query = query
+        self.at = at
+        self.base = RowFilter(at.timestamp(), include_history).narrowed(regions)
+        self.approximate = view.ann is not None and not exact
+        self._similarities: FloatArray | None = None
+        self._log_activations: DoubleArray | None = None
+        self._masks: dict[RowFilter, BoolArray] = {}
+        self._fetched = np.zeros(0, dtype=np.int64)  # graph answer so far, shared by the paths
+        self._fetch = 0
+
+    def filter(
+        self, regions: Collection[Region] | None = None, window: TimeWindow | None = None
+    ) -> RowFilter:
+        return self.base.narrowed(regions, window)
+
+    def visible(self, memory_id: str) -> bool:
+        slot = self.view.slot_of.get(memory_id)
+        return slot is not None and self.base.accepts(self.view, slot)
+
+    def cosines(self, slots: IntArray) -> DoubleArray:
+        if self.view.dimension is None:
+            return np.zeros(len(slots), dtype=np.float64)
+        if not self.approximate:
+            return self._exact_similarities()[slots].astype(np.float64)
+        result: DoubleArray = (self.view.matrix[slots] @ self.query).astype(np.float64)
+        return result
+
+    def dense(self, k: int, where: RowFilter) -> list[tuple[int, float]]:
+        """Top ``k`` ``(slot, cosine)`` among rows ``where`` accepts, best first."""
+        if k <= 0 or self.view.size == 0:
+            return []
+        if not self.approximate:
+            sims = self._exact_similarities()
+            return [(s, float(sims[s])) for s in top_k(sims, self._mask(where), k).tolist()]
+        if where.window is not None:
+            ids = self.view.ids_in_window(where.window)
+            if len(ids) <= _EXACT_WINDOW_ROWS:
+                slots = np.fromiter((self.view.slot_of[i] for i in ids), np.int64, len(ids))
+                return self._rescored(slots[where.check(self.view, slots)], k)
+        fetch = max(_ANN_FETCH_FACTOR * k, self._fetch)
+        while True:
+            slots = self._graph(fetch)
+            kept = slots[where.check(self.view, slots)]
+            if kept.size >= k or slots.size >= self.view.size:
+                return self._rescored(kept, k)
+            if fetch >= _ANN_FETCH_CAP:
+                # A selective filter: the rows it keeps are few, score them all exactly.
+                return self._rescored(np.flatnonzero(where.mask(self.view)), k)
+            fetch = min(fetch * _ANN_FETCH_FACTOR, _ANN_FETCH_CAP)
+
+    def active(self, k: int, where: RowFilter) -> list[tuple[int, float]]:
+        """Top ``k`` ``(slot, log activation at at)`` among rows ``where`` accepts."""
+        view = self.view
+        order = view.by_activation
+        if self.approximate and order is not None:
+
+            def value_of(memory_id: str) -> float | None:
+                slot = view.slot_of[memory_id]
+                if not where.accepts(view, slot):
+                    return None
+                decayed = view.activation_base[slot] - view.activation_rate[slot] * where.at
+                return float(min(view.log_activation[slot], decayed))
+
+            hits = order.top(where.at, k, value_of, _ACTIVATION_STEPS_PER_RESULT * k)
+            if hits is not None:
+                return [(view.slot_of[memory_id], value) for memory_id, value in hits]
+        if self._log_activations is None:
+            self._log_activations = view.log_activations(self.at)
+        values = self._log_activations
+        return [(s, float(values[s])) for s in top_k(values, self._mask(where), k).tolist()]
+
+    # ----- helpers -----
+
+    def _exact_similarities(self) -> FloatArray:
+        if self._similarities is None:
+            self._similarities = self.view.similarities(self.query)
+        return self._similarities
+
+    def _mask(self, where: RowFilter) -> BoolArray:
+        mask = self._masks.get(where)
+        if mask is None:
+            mask = self._masks[where] = where.mask(self.view)
+        return mask
+
+    def _graph(self, count: int) -> IntArray:
+        """The graph's nearest ``count`` slots; a larger ask re-searches, a smaller one reuses."""
+        assert self.view.ann is not None
+        if count > self._fetch:
+            self._fetched = self.view.ann.search(self.query, count)
+            self._fetch = count
+        return self._fetched[:count]
+
+    def _rescored(self, slots: IntArray, k: int) -> list[tuple[int, float]]:
+        """Exact cosines for candidate slots, best ``k`` first (ties: lower slot, as ``top_k``)."""
+        if slots.size == 0:
+            return []
+        sims = (self.view.matrix[slots] @ self.query).astype(np.float32)
+        order = np.lexsort((slots, -sims))[:k]
+        return [(int(slots[i]), float(sims[i])) for i in order.tolist()]
 
 
 def _is_stale(current: MemoryRecord, incoming: MemoryRecord) -> bool:

@@ -34,7 +34,17 @@ from bm25s.stopwords import STOPWORDS_EN_PLUS
 jieba.setLogLevel(logging.WARNING)  # jieba logs its dictionary build at INFO on first use
 
 ENGLISH_STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN_PLUS) | {
-    "also", "could", "would", "may", "might", "must", "shall", "us", "let", "get", "got",
+    "also",
+    "could",
+    "would",
+    "may",
+    "might",
+    "must",
+    "shall",
+    "us",
+    "let",
+    "get",
+    "got",
 }
 # Function words only (see the module docstring for why not bm25s's list).
 _CHINESE_STOPWORD_TEXT = (
@@ -54,8 +64,14 @@ def _light_stem(word: str) -> str:
     """A conservative S-stemmer plus -ing/-ed, used only when PyStemmer is not installed."""
     if len(word) <= 3 or any(char.isdigit() for char in word):
         return word
-    for suffix, replacement in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""),
-                                ("s", "")):
+    for suffix, replacement in (
+        ("ies", "y"),
+        ("sses", "ss"),
+        ("ing", ""),
+        ("ed", ""),
+        ("es", ""),
+        ("s", ""),
+    ):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             if suffix == "s" and word.endswith(("ss", "us", "is")):
                 return word
@@ -265,8 +281,9 @@ class BM25Index:
         while seen < touched and len(hits) < k:
             # Widen the partial sort only when the filter rejected too many.
             want = min(touched, max(want, seen + k))
-            top = (np.argpartition(-scores, want - 1)[:want] if want < touched
-                   else np.arange(touched))
+            top = (
+                np.argpartition(-scores, want - 1)[:want] if want < touched else np.arange(touched)
+            )
             order = top[np.lexsort((slots[top], -scores[top]))]
             for position in order[seen:want].tolist():
                 memory_id = self._ids[int(slots[position])]

@@ -47,23 +47,37 @@ _RULES: tuple[_Rule, ...] = (
     # --- episodic: what happened, when ---
     _en("episodic", r"\bwhen (?:did|was|were|have|had|do)\b", 1.0, "when did"),
     _en("episodic", r"\bwhat (?:did|have) (?:i|we|you|they|he|she)\b", 0.9, "what did X"),
-    _en("episodic", r"\bdid (?:i|we|you) (?:say|mention|tell|talk|discuss|ask)\b", 0.9,
-        "did X say"),
+    _en(
+        "episodic", r"\bdid (?:i|we|you) (?:say|mention|tell|talk|discuss|ask)\b", 0.9, "did X say"
+    ),
     _en("episodic", r"\b(?:said|mentioned|told|talked about|discussed)\b", 0.5, "reported speech"),
     _en("episodic", r"\bwhat happened\b", 1.0, "what happened"),
-    _en("episodic", r"\b(?:last|this|past|previous) (?:week|month|year|night|time|weekend)\b",
-        0.8, "relative period"),
+    _en(
+        "episodic",
+        r"\b(?:last|this|past|previous) (?:week|month|year|night|time|weekend)\b",
+        0.8,
+        "relative period",
+    ),
     _en("episodic", r"\b(?:yesterday|today|tonight|earlier|recently)\b", 0.7, "relative day"),
-    _en("episodic", r"\b(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten) "
-        r"(?:days?|weeks?|months?|years?) ago\b", 0.9, "N ago"),
+    _en(
+        "episodic",
+        r"\b(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten) "
+        r"(?:days?|weeks?|months?|years?) ago\b",
+        0.9,
+        "N ago",
+    ),
     _en("episodic", rf"\b(?:on|last) {_WEEKDAYS_EN}\b", 0.7, "weekday"),
     _en("episodic", rf"\b(?:in|on|since) (?:\d{{1,2}} )?{_MONTHS_EN}\b", 0.6, "month"),
     _en("episodic", r"\b(?:in|since|during) (?:19|20)\d\d\b", 0.6, "year"),
     _en("episodic", r"\bremember (?:when|the time|that time)\b", 1.0, "remember when"),
     _en("episodic", r"\b(?:first|last) time\b", 0.6, "first/last time"),
     _zh("episodic", r"什么时候|何时|哪天|几号|几月", 1.0, "什么时候"),
-    _zh("episodic", r"上周|上星期|上个星期|上礼拜|上个礼拜|这周|本周|上个月|上月|去年|前年", 0.8,
-        "相对时段"),
+    _zh(
+        "episodic",
+        r"上周|上星期|上个星期|上礼拜|上个礼拜|这周|本周|上个月|上月|去年|前年",
+        0.8,
+        "相对时段",
+    ),
     _zh("episodic", r"昨天|昨日|前天|今天|今日|刚才|最近|之前", 0.7, "相对日期"),
     _zh("episodic", r"[0-9一二两三四五六七八九十几]+ ?(?:天|周|个星期|个月|年)前", 0.9, "N前"),
     _zh("episodic", r"说了什么|说过|提到过|提过|聊过|讲过|谈过|问过", 0.9, "说过"),
@@ -71,29 +85,65 @@ _RULES: tuple[_Rule, ...] = (
     _zh("episodic", r"\d{4}年|\d{1,2}月\d{1,2}[日号]", 0.6, "日期"),
     # --- semantic: stable facts and preferences ---
     _en("semantic", r"\bwhat (?:is|are|'s) (?:my|our|your|the|his|her|their)\b", 0.7, "what is my"),
-    _en("semantic", r"\bwhat (?:\w+ )?(?:stack|database|db|language|framework|tool|editor|version"
+    _en(
+        "semantic",
+        r"\bwhat (?:\w+ )?(?:stack|database|db|language|framework|tool|editor|version"
         r"|name|email|address|city|team|role|job|plan|policy|library|provider|cloud)\b",
-        0.9, "what <thing>"),
-    _en("semantic", r"\b(?:do|does) (?:i|we|you|he|she|they) (?:use|prefer|like|love|hate|want"
-        r"|need|own|have)\b", 0.9, "do X use/prefer"),
-    _en("semantic", r"\b(?:prefer(?:s|red|ence)?|favou?rite|likes?|dislikes?|allergic)\b",
-        0.8, "preference"),
+        0.9,
+        "what <thing>",
+    ),
+    _en(
+        "semantic",
+        r"\b(?:do|does) (?:i|we|you|he|she|they) (?:use|prefer|like|love|hate|want"
+        r"|need|own|have)\b",
+        0.9,
+        "do X use/prefer",
+    ),
+    _en(
+        "semantic",
+        r"\b(?:prefer(?:s|red|ence)?|favou?rite|likes?|dislikes?|allergic)\b",
+        0.8,
+        "preference",
+    ),
     _en("semantic", r"\b(?:which|who is|who are|where (?:do|does|is|are))\b", 0.5, "which/who"),
     _en("semantic", r"\b(?:we|i) use\b", 0.6, "we use"),
-    _zh("semantic", r"用什么|用的什么|用哪个|用哪种|什么数据库|什么语言|什么框架|什么技术栈|技术栈",
-        0.9, "用什么"),
+    _zh(
+        "semantic",
+        r"用什么|用的什么|用哪个|用哪种|什么数据库|什么语言|什么框架|什么技术栈|技术栈",
+        0.9,
+        "用什么",
+    ),
     _zh("semantic", r"喜欢|偏好|爱好|讨厌|不喜欢|习惯|过敏", 0.8, "偏好"),
     _zh("semantic", r"是什么|是谁|是哪|哪个|哪种|叫什么|住在|在哪", 0.6, "是什么"),
     # --- procedural: how-to, steps, fixes ---
-    _en("procedural", r"\bhow (?:do|did|can|could|should|would|to|does) (?:i |we |you |they )?"
+    _en(
+        "procedural",
+        r"\bhow (?:do|did|can|could|should|would|to|does) (?:i |we |you |they )?"
         r"(?:\w+ )?(?:fix|solve|resolve|deploy|install|set ?up|configure|build|run|release|debug"
-        r"|migrate|upgrade|roll ?back|restart|handle|make|get)\b", 1.2, "how did we fix"),
-    _en("procedural", r"\bhow (?:to|do i|do we|did i|did we|can i|can we|should i|should we)\b",
-        0.9, "how to"),
-    _en("procedural", r"\b(?:steps?|procedure|process|instructions?|recipe|runbook|playbook"
-        r"|checklist|workaround|guide)\b", 0.9, "steps"),
-    _en("procedural", r"\b(?:fix(?:ed|es)?|solved?|resolved?|deploy(?:ed|ment)?|troubleshoot"
-        r"|set ?up|install(?:ed|ation)?|configure[d]?)\b", 0.5, "fix/deploy verb"),
+        r"|migrate|upgrade|roll ?back|restart|handle|make|get)\b",
+        1.2,
+        "how did we fix",
+    ),
+    _en(
+        "procedural",
+        r"\bhow (?:to|do i|do we|did i|did we|can i|can we|should i|should we)\b",
+        0.9,
+        "how to",
+    ),
+    _en(
+        "procedural",
+        r"\b(?:steps?|procedure|process|instructions?|recipe|runbook|playbook"
+        r"|checklist|workaround|guide)\b",
+        0.9,
+        "steps",
+    ),
+    _en(
+        "procedural",
+        r"\b(?:fix(?:ed|es)?|solved?|resolved?|deploy(?:ed|ment)?|troubleshoot"
+        r"|set ?up|install(?:ed|ation)?|configure[d]?)\b",
+        0.5,
+        "fix/deploy verb",
+    ),
     _zh("procedural", r"怎么|怎样|如何|咋", 0.9, "怎么"),
     _zh("procedural", r"步骤|流程|方法|办法|教程|操作|指南", 0.9, "步骤"),
     _zh("procedural", r"解决|修复|部署|安装|配置|排查|上线|回滚|升级", 0.6, "解决"),

@@ -11,6 +11,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.recall.ann import AnnParams
 from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
 from pipeline.settings import RecallPolicy
 from schemas.memory import MemoryRecord, Status
@@ -39,6 +40,12 @@ class RecallTuning:
     activation_lambda_important: float = 0.01
     activation_lambda_default: float = 0.05
     important_base: float = 0.8
+    # Namespaces with at least this many rows get an HNSW graph for the dense path and a
+    # decay-ordered list for the activation path (None: always scan exactly). Smaller ones are
+    # scanned exactly: cheap there, and exact. A namespace that shrinks below half of it goes
+    # back to exact scans (the hysteresis avoids rebuilding around the threshold).
+    ann_min_rows: int | None = 20_000
+    ann: AnnParams = field(default_factory=AnnParams)
 
 
 DEFAULT_TUNING = RecallTuning()

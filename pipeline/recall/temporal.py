@@ -85,11 +85,37 @@ def _rolling(at: datetime, days: int, label: str) -> TimeWindow:
 # ---------- numbers ----------
 
 _EN_NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "a couple of": 2,
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "couple of": 2,
+    "a couple of": 2,
 }
-_ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6,
-              "七": 7, "八": 8, "九": 9}
+_ZH_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
 
 
 def parse_chinese_number(text: str) -> int | None:
@@ -120,9 +146,17 @@ _MONTHS = {
     name: number
     for number, names in enumerate(
         (
-            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-            ("september", "sept", "sep"), ("october", "oct"), ("november", "nov"),
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sept", "sep"),
+            ("october", "oct"),
+            ("november", "nov"),
             ("december", "dec"),
         ),
         start=1,
@@ -131,7 +165,12 @@ _MONTHS = {
 }
 _MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _WEEKDAYS_EN = {
-    "monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4, "saturday": 5,
+    "monday": 0,
+    "tuesday": 1,
+    "wednesday": 2,
+    "thursday": 3,
+    "friday": 4,
+    "saturday": 5,
     "sunday": 6,
 }
 _WEEKDAYS_ZH = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
@@ -198,75 +237,130 @@ def _label(match: re.Match[str]) -> str:
 
 _RULES: tuple[_Rule, ...] = (
     # ----- English: explicit dates first (most specific) -----
-    _rule(r"\b((?:19|20)\d\d)-(\d{1,2})-(\d{1,2})\b",
-          lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m))),
-    _rule(r"\b((?:19|20)\d\d)/(\d{1,2})/(\d{1,2})\b",
-          lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m))),
-    _rule(rf"\b(?:on )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_RE})\.?,? ((?:19|20)\d\d)\b",
-          lambda m, at: _date(int(m[3]), _MONTHS[m[2].lower()], int(m[1]), at, _label(m))),
-    _rule(rf"\b(?:on )?({_MONTH_RE})\.? (\d{{1,2}})(?:st|nd|rd|th)?,? ((?:19|20)\d\d)\b",
-          lambda m, at: _date(int(m[3]), _MONTHS[m[1].lower()], int(m[2]), at, _label(m))),
-    _rule(rf"\b(?:in |during )?({_MONTH_RE}),? ((?:19|20)\d\d)\b",
-          lambda m, at: _month(int(m[2]), _MONTHS[m[1].lower()], at, _label(m))),
-    _rule(rf"\bon (\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_RE})\b",
-          lambda m, at: _date(_latest_date_year(at, _MONTHS[m[2].lower()], int(m[1])),
-                              _MONTHS[m[2].lower()], int(m[1]), at, _label(m))),
-    _rule(rf"\bon ({_MONTH_RE}) (\d{{1,2}})(?:st|nd|rd|th)?\b",
-          lambda m, at: _date(_latest_date_year(at, _MONTHS[m[1].lower()], int(m[2])),
-                              _MONTHS[m[1].lower()], int(m[2]), at, _label(m))),
+    _rule(
+        r"\b((?:19|20)\d\d)-(\d{1,2})-(\d{1,2})\b",
+        lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m)),
+    ),
+    _rule(
+        r"\b((?:19|20)\d\d)/(\d{1,2})/(\d{1,2})\b",
+        lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m)),
+    ),
+    _rule(
+        rf"\b(?:on )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_RE})\.?,? ((?:19|20)\d\d)\b",
+        lambda m, at: _date(int(m[3]), _MONTHS[m[2].lower()], int(m[1]), at, _label(m)),
+    ),
+    _rule(
+        rf"\b(?:on )?({_MONTH_RE})\.? (\d{{1,2}})(?:st|nd|rd|th)?,? ((?:19|20)\d\d)\b",
+        lambda m, at: _date(int(m[3]), _MONTHS[m[1].lower()], int(m[2]), at, _label(m)),
+    ),
+    _rule(
+        rf"\b(?:in |during )?({_MONTH_RE}),? ((?:19|20)\d\d)\b",
+        lambda m, at: _month(int(m[2]), _MONTHS[m[1].lower()], at, _label(m)),
+    ),
+    _rule(
+        rf"\bon (\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_RE})\b",
+        lambda m, at: _date(
+            _latest_date_year(at, _MONTHS[m[2].lower()], int(m[1])),
+            _MONTHS[m[2].lower()],
+            int(m[1]),
+            at,
+            _label(m),
+        ),
+    ),
+    _rule(
+        rf"\bon ({_MONTH_RE}) (\d{{1,2}})(?:st|nd|rd|th)?\b",
+        lambda m, at: _date(
+            _latest_date_year(at, _MONTHS[m[1].lower()], int(m[2])),
+            _MONTHS[m[1].lower()],
+            int(m[2]),
+            at,
+            _label(m),
+        ),
+    ),
     # "in May" needs the preposition: a bare "may" is usually the verb.
-    _rule(rf"\b(?:in|during|since) ({_MONTH_RE})\b",
-          lambda m, at: _month(_latest_month(at, _MONTHS[m[1].lower()]),
-                               _MONTHS[m[1].lower()], at, _label(m))),
+    _rule(
+        rf"\b(?:in|during|since) ({_MONTH_RE})\b",
+        lambda m, at: _month(
+            _latest_month(at, _MONTHS[m[1].lower()]), _MONTHS[m[1].lower()], at, _label(m)
+        ),
+    ),
     # ----- English: relative -----
     _rule(r"\bday before yesterday\b", lambda m, at: _day(at, -2, _label(m))),
     _rule(r"\b(?:yesterday|last night)\b", lambda m, at: _day(at, -1, _label(m))),
-    _rule(r"\b(?:today|tonight|this morning|this afternoon|this evening)\b",
-          lambda m, at: _day(at, 0, _label(m))),
-    _rule(r"\b(?:past|last|previous) (\d+|two|three|four|five|six|seven|eight|nine|ten|"
-          r"eleven|twelve|couple of) (days?|weeks?|months?|years?)\b",
-          lambda m, at: _rolling_unit(at, _en_number(m[1]) or 1, m[2].lower(), _label(m))),
-    _rule(r"\b(?:the )?past (day|week|month|year)\b",
-          lambda m, at: _rolling_unit(at, 1, m[1].lower(), _label(m))),
-    _rule(r"\b(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
-          r"a couple of) (days?|weeks?|months?|years?) ago\b",
-          lambda m, at: _shift_unit(at, _en_number(m[1]) or 1, m[2].lower(), _label(m))),
+    _rule(
+        r"\b(?:today|tonight|this morning|this afternoon|this evening)\b",
+        lambda m, at: _day(at, 0, _label(m)),
+    ),
+    _rule(
+        r"\b(?:past|last|previous) (\d+|two|three|four|five|six|seven|eight|nine|ten|"
+        r"eleven|twelve|couple of) (days?|weeks?|months?|years?)\b",
+        lambda m, at: _rolling_unit(at, _en_number(m[1]) or 1, m[2].lower(), _label(m)),
+    ),
+    _rule(
+        r"\b(?:the )?past (day|week|month|year)\b",
+        lambda m, at: _rolling_unit(at, 1, m[1].lower(), _label(m)),
+    ),
+    _rule(
+        r"\b(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+        r"a couple of) (days?|weeks?|months?|years?) ago\b",
+        lambda m, at: _shift_unit(at, _en_number(m[1]) or 1, m[2].lower(), _label(m)),
+    ),
     _rule(r"\b(?:last|previous) week\b", lambda m, at: _week(at, -1, _label(m))),
     _rule(r"\bthis week\b", lambda m, at: _week(at, 0, _label(m))),
-    _rule(r"\b(?:last|previous) month\b",
-          lambda m, at: _month(at.year, at.month - 1, at, _label(m))),
+    _rule(
+        r"\b(?:last|previous) month\b", lambda m, at: _month(at.year, at.month - 1, at, _label(m))
+    ),
     _rule(r"\bthis month\b", lambda m, at: _month(at.year, at.month, at, _label(m))),
     _rule(r"\b(?:last|previous) year\b", lambda m, at: _year(at.year - 1, at, _label(m))),
     _rule(r"\bthis year\b", lambda m, at: _year(at.year, at, _label(m))),
-    _rule(r"\blast (monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
-          lambda m, at: _weekday_back(at, _WEEKDAYS_EN[m[1].lower()], True, _label(m))),
-    _rule(r"\bon (monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
-          lambda m, at: _weekday_back(at, _WEEKDAYS_EN[m[1].lower()], False, _label(m))),
+    _rule(
+        r"\blast (monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+        lambda m, at: _weekday_back(at, _WEEKDAYS_EN[m[1].lower()], True, _label(m)),
+    ),
+    _rule(
+        r"\bon (monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+        lambda m, at: _weekday_back(at, _WEEKDAYS_EN[m[1].lower()], False, _label(m)),
+    ),
     # A bare year, not part of an identifier or version ("SF2023", "v2023.1", "2023-05").
-    _rule(r"(?<![\w.\-/])((?:19|20)\d\d)(?![\w.\-/年])",
-          lambda m, at: _year(int(m[1]), at, _label(m))),
+    _rule(
+        r"(?<![\w.\-/])((?:19|20)\d\d)(?![\w.\-/年])", lambda m, at: _year(int(m[1]), at, _label(m))
+    ),
     # ----- Chinese: explicit dates -----
-    _rule(r"((?:19|20)\d\d)年(\d{1,2})月(\d{1,2})[日号]",
-          lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m))),
-    _rule(r"((?:19|20)\d\d)年(\d{1,2})月",
-          lambda m, at: _month(int(m[1]), int(m[2]), at, _label(m))),
-    _rule(r"(?<!\d)(\d{1,2})月(\d{1,2})[日号]",
-          lambda m, at: _date(_latest_date_year(at, int(m[1]), int(m[2])), int(m[1]), int(m[2]),
-                              at, _label(m))),
+    _rule(
+        r"((?:19|20)\d\d)年(\d{1,2})月(\d{1,2})[日号]",
+        lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m)),
+    ),
+    _rule(
+        r"((?:19|20)\d\d)年(\d{1,2})月", lambda m, at: _month(int(m[1]), int(m[2]), at, _label(m))
+    ),
+    _rule(
+        r"(?<!\d)(\d{1,2})月(\d{1,2})[日号]",
+        lambda m, at: _date(
+            _latest_date_year(at, int(m[1]), int(m[2])), int(m[1]), int(m[2]), at, _label(m)
+        ),
+    ),
     _rule(r"((?:19|20)\d\d)年", lambda m, at: _year(int(m[1]), at, _label(m))),
     # ----- Chinese: relative -----
     _rule(r"大前天", lambda m, at: _day(at, -3, _label(m))),
     _rule(r"前天", lambda m, at: _day(at, -2, _label(m))),
     _rule(r"昨天|昨日|昨晚", lambda m, at: _day(at, -1, _label(m))),
     _rule(r"今天|今日|今早|今晚", lambda m, at: _day(at, 0, _label(m))),
-    _rule(rf"(?:最近|过去|近)({_ZH_NUM})(天|周|个星期|个礼拜|个月|年)",
-          lambda m, at: _rolling_unit(at, parse_chinese_number(m[1]) or 1, m[2], _label(m))),
-    _rule(rf"({_ZH_NUM})(天|日|周|个星期|个礼拜|星期|个月|年)(?:以)?前",
-          lambda m, at: _shift_unit(at, parse_chinese_number(m[1]) or 1, m[2], _label(m))),
-    _rule(r"上(?:周|星期|个星期|礼拜|个礼拜)([一二三四五六日天])",
-          lambda m, at: _day(_week(at, -1, "").start, _WEEKDAYS_ZH[m[1]], _label(m))),
-    _rule(r"(?:这|本)(?:周|星期|个星期|礼拜)([一二三四五六日天])",
-          lambda m, at: _day(_week(at, 0, "").start, _WEEKDAYS_ZH[m[1]], _label(m))),
+    _rule(
+        rf"(?:最近|过去|近)({_ZH_NUM})(天|周|个星期|个礼拜|个月|年)",
+        lambda m, at: _rolling_unit(at, parse_chinese_number(m[1]) or 1, m[2], _label(m)),
+    ),
+    _rule(
+        rf"({_ZH_NUM})(天|日|周|个星期|个礼拜|星期|个月|年)(?:以)?前",
+        lambda m, at: _shift_unit(at, parse_chinese_number(m[1]) or 1, m[2], _label(m)),
+    ),
+    _rule(
+        r"上(?:周|星期|个星期|礼拜|个礼拜)([一二三四五六日天])",
+        lambda m, at: _day(_week(at, -1, "").start, _WEEKDAYS_ZH[m[1]], _label(m)),
+    ),
+    _rule(
+        r"(?:这|本)(?:周|星期|个星期|礼拜)([一二三四五六日天])",
+        lambda m, at: _day(_week(at, 0, "").start, _WEEKDAYS_ZH[m[1]], _label(m)),
+    ),
     _rule(r"上上(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, -2, _label(m))),
     _rule(r"上(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, -1, _label(m))),
     _rule(r"(?:这|本)(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, 0, _label(m))),

@@ -82,7 +82,7 @@ async def test_chat_history_round_trip(
                 hs.client, namespace, "chat-1", loop=hs.loop, wait=False
             )
             sync_history.add_user_message("And I live in Lisbon.")
-            texts = [m.text for m in sync_history.messages]
+            texts = [str(m.text) for m in sync_history.messages]
             sync_history.clear()
             assert sync_history.messages == []
             return texts

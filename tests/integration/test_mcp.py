@@ -1,4 +1,4 @@
-"""MCP server through the SDK's own client: stdio (spawned ``hindsight mcp``) and streamable HTTP."""
+"""MCP server via the SDK's own client: stdio (spawned ``hindsight mcp``) and streamable HTTP."""
 
 from __future__ import annotations
 

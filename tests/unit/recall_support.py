@@ -71,8 +71,9 @@ def make_record(
         "activation_at": created,
         "vector": vector,
         "provenance": [
-            SourceTurn(event_id="evt-" + memory_id, session_id="s1", speaker="user",
-                       event_time=created)
+            SourceTurn(
+                event_id="evt-" + memory_id, session_id="s1", speaker="user", event_time=created
+            )
         ],
     }
     fields.update(changes)
@@ -80,5 +81,7 @@ def make_record(
 
 
 def history(*entries: tuple[datetime, str]) -> list[HistoryEntry]:
-    return [HistoryEntry(at=at, change=change, cause_event_id=f"cmd-{n}")  # type: ignore[arg-type]
-            for n, (at, change) in enumerate(entries)]
+    return [
+        HistoryEntry(at=at, change=change, cause_event_id=f"cmd-{n}")  # type: ignore[arg-type]
+        for n, (at, change) in enumerate(entries)
+    ]

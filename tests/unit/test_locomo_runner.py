@@ -140,6 +140,24 @@ async def test_dense_uses_cosine(conversation: Conversation) -> None:
     assert result.dialogue_ids[0] == "D1:3"
 
 
+async def test_dense_encodes_known_questions_once(conversation: Conversation) -> None:
+    encoder = KeywordEncoder()
+    calls: list[int] = []
+    original = encoder.encode
+
+    def counting(texts: list[str]) -> Any:
+        calls.append(len(texts))
+        return original(texts)
+
+    encoder.encode = counting  # type: ignore[method-assign]
+    retriever = DenseRetriever(encoder)
+    await retriever.prepare([conversation])
+    before = len(calls)
+    result = await retriever.retrieve(conversation.namespace, "kayak lake", conversation.recall_at)
+    assert len(calls) == before
+    assert result.dialogue_ids[0] in {"D1:2", "D2:1"}
+
+
 @dataclass
 class Source:
     event_id: str

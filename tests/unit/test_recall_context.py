@@ -9,9 +9,18 @@ def memory(
 ) -> RecalledMemory:
     created = datetime(2024, 5, 1, 9, tzinfo=UTC)
     fields: dict[str, object] = dict(
-        id=memory_id, namespace="ns", content=content, region="semantic", kind=kind,
-        importance=0.9, status="active", created_at=created, valid_from=created,
-        score=0.8, relevance=0.7, freshness=0.9,
+        id=memory_id,
+        namespace="ns",
+        content=content,
+        region="semantic",
+        kind=kind,
+        importance=0.9,
+        status="active",
+        created_at=created,
+        valid_from=created,
+        score=0.8,
+        relevance=0.7,
+        freshness=0.9,
     )
     fields.update(changes)
     return RecalledMemory(**fields)  # type: ignore[arg-type]
@@ -26,8 +35,9 @@ def test_chinese_text_gets_chinese_tags_unless_forced() -> None:
     zh = memory("beef0000", "喜欢深色模式", kind="fact")
     assert "[事实]" in format_line(zh)
     assert "[fact]" in format_line(zh, language="en")
-    assert "[流程]" in format_line(memory("c", "deploy with make ship", kind="procedure"),
-                                   language="zh")
+    assert "[流程]" in format_line(
+        memory("c", "deploy with make ship", kind="procedure"), language="zh"
+    )
 
 
 def test_long_text_is_shortened_to_the_line_limit() -> None:

@@ -25,31 +25,76 @@ def bank() -> list[MemoryRecord]:
         return make_record(memory_id, content, encoder=ENCODER, **kw)  # type: ignore[arg-type]
 
     return [
-        rec("pref-db", "User prefers PostgreSQL as the main database", kind="preference",
-            importance=0.9, entities=["PostgreSQL"]),
-        rec("fact-stack", "The backend stack is Python with FastAPI and Kafka",
-            entities=["Python", "FastAPI", "Kafka"]),
-        rec("epi-demo", "User said the demo went badly with the investors",
-            region="episodic", kind="emotion", importance=0.5,
-            created_at=AT - timedelta(days=8)),
-        rec("epi-ci", "User complained the CI pipeline is slow", region="episodic",
-            kind="emotion", importance=0.5, created_at=AT - timedelta(days=30)),
-        rec("proc-login", "Fixed the login bug by clearing the session cache and restarting auth",
-            region="procedural", kind="procedure", importance=0.65),
-        rec("order", "Refund approved for the customer complaint", entities=["SF123456"],
-            vector=orthogonal_to_everything()),
+        rec(
+            "pref-db",
+            "User prefers PostgreSQL as the main database",
+            kind="preference",
+            importance=0.9,
+            entities=["PostgreSQL"],
+        ),
+        rec(
+            "fact-stack",
+            "The backend stack is Python with FastAPI and Kafka",
+            entities=["Python", "FastAPI", "Kafka"],
+        ),
+        rec(
+            "epi-demo",
+            "User said the demo went badly with the investors",
+            region="episodic",
+            kind="emotion",
+            importance=0.5,
+            created_at=AT - timedelta(days=8),
+        ),
+        rec(
+            "epi-ci",
+            "User complained the CI pipeline is slow",
+            region="episodic",
+            kind="emotion",
+            importance=0.5,
+            created_at=AT - timedelta(days=30),
+        ),
+        rec(
+            "proc-login",
+            "Fixed the login bug by clearing the session cache and restarting auth",
+            region="procedural",
+            kind="procedure",
+            importance=0.65,
+        ),
+        rec(
+            "order",
+            "Refund approved for the customer complaint",
+            entities=["SF123456"],
+            vector=orthogonal_to_everything(),
+        ),
         rec("zh-db", "我们用PostgreSQL做主数据库", kind="fact", entities=["PostgreSQL"]),
-        rec("zh-trip", "上周说过要去杭州出差", region="episodic", kind="task_state",
-            created_at=AT - timedelta(days=7)),
-        rec("db-old", "The team database is MySQL", created_at=AT - timedelta(days=60),
-            status="superseded", superseded_by="db-new",
-            history=history((AT - timedelta(days=60), "created"), (SUPERSEDED_AT, "superseded"))),
+        rec(
+            "zh-trip",
+            "上周说过要去杭州出差",
+            region="episodic",
+            kind="task_state",
+            created_at=AT - timedelta(days=7),
+        ),
+        rec(
+            "db-old",
+            "The team database is MySQL",
+            created_at=AT - timedelta(days=60),
+            status="superseded",
+            superseded_by="db-new",
+            history=history((AT - timedelta(days=60), "created"), (SUPERSEDED_AT, "superseded")),
+        ),
         rec("db-new", "The team database is PostgreSQL 16", created_at=SUPERSEDED_AT),
-        rec("forgot", "The team database password hint is blue", status="forgotten",
-            history=history((AT - timedelta(hours=2), "forgotten"))),
+        rec(
+            "forgot",
+            "The team database password hint is blue",
+            status="forgotten",
+            history=history((AT - timedelta(hours=2), "forgotten")),
+        ),
         rec("future", "The team database will be CockroachDB", created_at=AT + timedelta(days=1)),
-        rec("argocd", "ArgoCD syncs every merge", vector=ENCODER.encode(
-            ["how do we roll out to production"])[0].tolist()),
+        rec(
+            "argocd",
+            "ArgoCD syncs every merge",
+            vector=ENCODER.encode(["how do we roll out to production"])[0].tolist(),
+        ),
         rec("other-ns", "User prefers PostgreSQL as the main database", namespace="other"),
     ]
 
@@ -90,8 +135,9 @@ def test_chinese_query(engine: RecallEngine) -> None:
 
 
 def test_temporal_window_brings_last_weeks_memories(engine: RecallEngine) -> None:
-    memories, trace = engine.recall_with_trace("ns", "what did the user say last week", at=AT,
-                                               truncate=False, limit=5)
+    memories, trace = engine.recall_with_trace(
+        "ns", "what did the user say last week", at=AT, truncate=False, limit=5
+    )
     assert trace.route == "episodic" and trace.window_label == "last week"
     assert memories[0].id == "epi-demo"
     assert "temporal" in memories[0].explanation
@@ -107,8 +153,9 @@ def test_superseded_and_forgotten_are_dropped(engine: RecallEngine) -> None:
 
 
 def test_include_history_marks_and_chains(engine: RecallEngine) -> None:
-    result = engine.recall("ns", "what is the team database", at=AT, truncate=False, limit=10,
-                           include_history=True)
+    result = engine.recall(
+        "ns", "what is the team database", at=AT, truncate=False, limit=10, include_history=True
+    )
     by_id = {m.id: m for m in result}
     assert by_id["db-old"].status == "superseded"
     assert by_id["db-old"].supersede_chain == ["db-new"]
@@ -132,8 +179,14 @@ def test_fallback_to_other_regions(engine: RecallEngine) -> None:
 
 
 def test_explicit_regions_filter_every_path(engine: RecallEngine) -> None:
-    result = engine.recall("ns", "order SF123456 database PostgreSQL", at=AT,
-                           regions=["episodic"], truncate=False, limit=10)
+    result = engine.recall(
+        "ns",
+        "order SF123456 database PostgreSQL",
+        at=AT,
+        regions=["episodic"],
+        truncate=False,
+        limit=10,
+    )
     assert result and {m.region for m in result} == {"episodic"}
 
 
@@ -141,8 +194,9 @@ def test_truncation_limit_and_budget(engine: RecallEngine) -> None:
     loose = engine.recall("ns", "database", at=AT, truncate=False, limit=4)
     assert len(loose) == 4
     assert len(engine.recall("ns", "database", at=AT)) <= 5
-    assert len(engine.recall("ns", "database", at=AT, truncate=False, limit=4,
-                             budget_chars=120)) == 1
+    assert (
+        len(engine.recall("ns", "database", at=AT, truncate=False, limit=4, budget_chars=120)) == 1
+    )
 
 
 def test_encoder_called_once_and_context_block(engine: RecallEngine) -> None:

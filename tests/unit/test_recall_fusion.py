@@ -17,8 +17,10 @@ def test_rrf_sums_weighted_reciprocal_ranks_and_keeps_path_evidence() -> None:
 
 
 def test_zero_weight_path_is_ignored_and_ties_break_by_id() -> None:
-    fused = rrf_fuse({"dense": [("z", 1.0)], "bm25": [("y", 1.0)], "activation": [("x", 1.0)]},
-                     weights={"dense": 1.0, "bm25": 1.0, "activation": 0.0})
+    fused = rrf_fuse(
+        {"dense": [("z", 1.0)], "bm25": [("y", 1.0)], "activation": [("x", 1.0)]},
+        weights={"dense": 1.0, "bm25": 1.0, "activation": 0.0},
+    )
     assert [item.memory_id for item in fused] == ["y", "z"]
 
 

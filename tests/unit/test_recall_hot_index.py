@@ -27,8 +27,7 @@ def test_matrix_rows_follow_records_through_inserts_replaces_and_erases() -> Non
             del live[memory_id]
         else:
             vector = unit(rng)
-            index.apply(make_record(memory_id, f"text {step}", vector=vector,
-                                    applied_offset=step))
+            index.apply(make_record(memory_id, f"text {step}", vector=vector, applied_offset=step))
             live[memory_id] = vector
     view = index.view("ns")
     assert view is not None and view.size == len(live) == len(index)
@@ -43,6 +42,7 @@ def test_matrix_rows_follow_records_through_inserts_replaces_and_erases() -> Non
 
 def test_stale_offsets_are_skipped_and_newer_applied() -> None:
     index = HotIndex()
+
     def at(content: str, **positions: int) -> bool:
         return index.apply(make_record("m", content, applied_positions=positions))
 
@@ -90,9 +90,16 @@ def test_vectorised_columns() -> None:
     old = AT - timedelta(days=40)
     index.apply(make_record("a", "alpha", created_at=old, region="episodic", encoder=encoder))
     index.apply(make_record("b", "beta", created_at=AT + timedelta(days=1), encoder=encoder))
-    index.apply(make_record("c", "gamma", created_at=old, status="superseded",
-                            history=history((old + timedelta(days=1), "superseded")),
-                            encoder=encoder))
+    index.apply(
+        make_record(
+            "c",
+            "gamma",
+            created_at=old,
+            status="superseded",
+            history=history((old + timedelta(days=1), "superseded")),
+            encoder=encoder,
+        )
+    )
     view = index.view("ns")
     assert view is not None
     slots = {memory_id: view.slot_of[memory_id] for memory_id in "abc"}

@@ -31,8 +31,9 @@ def test_cjk_share() -> None:
     assert cjk_share("dark mode") == 0.0
 
 
-def reference_scores(docs: dict[str, list[str]], query: list[str], k1: float = 1.2,
-                     b: float = 0.75) -> dict[str, float]:
+def reference_scores(
+    docs: dict[str, list[str]], query: list[str], k1: float = 1.2, b: float = 0.75
+) -> dict[str, float]:
     """Textbook BM25 (Lucene idf), written out naively."""
     n = len(docs)
     avgdl = sum(len(tokens) for tokens in docs.values()) / n

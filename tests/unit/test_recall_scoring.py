@@ -60,7 +60,10 @@ def test_truncate_by_gaps(scores: list[float], keep: int) -> None:
 def test_status_as_of_history() -> None:
     t = AT - timedelta(days=30)
     record = make_record(
-        "m", "x", created_at=t, status="active",
+        "m",
+        "x",
+        created_at=t,
+        status="active",
         history=history(
             (t, "created"),
             (t + timedelta(days=5), "superseded"),
@@ -77,8 +80,9 @@ def test_status_as_of_history() -> None:
 
 def test_status_without_history_uses_updated_at() -> None:
     t = AT - timedelta(days=30)
-    record = make_record("m", "x", created_at=t, status="forgotten",
-                         updated_at=t + timedelta(days=2))
+    record = make_record(
+        "m", "x", created_at=t, status="forgotten", updated_at=t + timedelta(days=2)
+    )
     assert status_at(record, t + timedelta(days=1)) == "active"
     assert status_at(record, t + timedelta(days=3)) == "forgotten"
 
@@ -90,8 +94,9 @@ def test_erased_in_history_is_invisible() -> None:
 
 def test_supersede_chain_follows_links_and_stops_on_cycles() -> None:
     a = make_record("a", "x", superseded_by="b")
-    b = make_record("b", "y", associations=[Association(memory_id="c", relation="superseded_by",
-                                                        weight=1.0)])
+    b = make_record(
+        "b", "y", associations=[Association(memory_id="c", relation="superseded_by", weight=1.0)]
+    )
     c = make_record("c", "z", superseded_by="a")  # a cycle must not loop
     records = {r.id: r for r in (a, b, c)}
     assert supersede_chain(a, records.get) == ["b", "c"]

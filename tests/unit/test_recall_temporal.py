@@ -81,8 +81,18 @@ def test_naive_at_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "value"), [("三", 3), ("十", 10), ("十二", 12), ("二十", 20), ("二十三", 23),
-                        ("两", 2), ("一百零五", 105), ("7", 7), ("x", None)]
+    ("text", "value"),
+    [
+        ("三", 3),
+        ("十", 10),
+        ("十二", 12),
+        ("二十", 20),
+        ("二十三", 23),
+        ("两", 2),
+        ("一百零五", 105),
+        ("7", 7),
+        ("x", None),
+    ],
 )
 def test_chinese_numbers(text: str, value: int | None) -> None:
     assert parse_chinese_number(text) == value

@@ -1,0 +1,171 @@
+"""Replay rebuilds the live views; a killed worker resumes to the same state (I1, I2, I4).
+
+These tests run their own worker on their own topics, so the log holds only what they wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pipeline.client import Hindsight, Receipt
+from pipeline.encoders import load_encoder
+from pipeline.replay import run_replay
+from pipeline.settings import Settings
+from pipeline.stack import WorkerProcess, wait_worker_ready
+from schemas.memory import MemoryRecord
+from topics.admin import ensure_topics
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
+TOPICS = ["billing", "deploys", "the roadmap", "hiring", "the offsite", "on-call", "security"]
+FACTS = [
+    "We use MySQL for the {t} database.",
+    "We moved from MySQL to PostgreSQL for {t}.",
+    "I prefer short status updates about {t}.",
+    "The fix for {t} was to restart the gateway and then clear the cache.",
+    "I'm working on {t}; the deadline is next Friday.",
+    "Thanks!",
+    "Order SF{n:06d} for {t} was delayed by two days.",
+    "I feel stressed about {t} this week.",
+]
+
+
+def conversation(namespace: str, turns: int) -> list[dict[str, object]]:
+    rows = []
+    for n in range(turns):
+        template = FACTS[n % len(FACTS)]
+        rows.append(
+            {
+                "namespace": namespace,
+                "text": template.format(t=TOPICS[(n // len(FACTS)) % len(TOPICS)], n=n),
+                "speaker": "alice",
+                "session_id": f"s{n // 10}",
+                "event_time": T0 + timedelta(hours=n),
+                "event_id": f"{namespace}-turn-{n}",
+            }
+        )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def own_settings(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("replay-live"),
+        bootstrap=kafka_bootstrap,
+        topic_prefix=f"r{uuid.uuid4().hex[:8]}.",
+        app_id=f"hindsight-replay-{uuid.uuid4().hex[:6]}",
+        partitions=2,
+    )
+    asyncio.run(ensure_topics(kafka_bootstrap, settings.topic_prefix, settings.partitions, 1))
+    return settings
+
+
+@pytest.fixture
+async def connected(own_settings: Settings) -> AsyncIterator[Hindsight]:
+    async with Hindsight.connect(own_settings, encoder=load_encoder("minilm")) as client:
+        yield client
+
+
+async def wait_all(client: Hindsight, receipts: list[Receipt], timeout: float = 300) -> None:
+    last: dict[tuple[str, int], Receipt] = {}
+    for receipt in receipts:
+        last[(receipt.topic, receipt.partition)] = receipt
+    for receipt in last.values():
+        await client.wait_applied(receipt, timeout=timeout)
+
+
+def comparable(records: list[MemoryRecord]) -> list[tuple[str, str, str, float]]:
+    return sorted((r.id, r.status, r.content, r.importance) for r in records)
+
+
+def assert_same_state(live: list[MemoryRecord], rebuilt: list[MemoryRecord]) -> None:
+    left, right = comparable(live), comparable(rebuilt)
+    assert [row[:3] for row in left] == [row[:3] for row in right]
+    for a, b in zip(left, right, strict=True):
+        assert math.isclose(a[3], b[3], abs_tol=1e-6), (a, b)
+
+
+def snapshot(path: str) -> list[MemoryRecord]:
+    return [
+        MemoryRecord.model_validate(orjson.loads(line))
+        for line in Path(path).read_bytes().splitlines()
+        if line.strip()
+    ]
+
+
+async def test_killed_worker_resumes_to_the_state_a_full_replay_builds(
+    own_settings: Settings, connected: Hindsight, tmp_path: Path
+) -> None:
+    namespaces = [f"crash-{uuid.uuid4().hex[:6]}" for _ in range(3)]
+    worker = WorkerProcess(own_settings, log_name="worker-crash.log")
+    worker.start()
+    try:
+        await wait_worker_ready(own_settings, worker)
+        first = [row for ns in namespaces for row in conversation(ns, 40)]
+        receipts = await connected.retain_many(first)
+        # Kill it hard once part of the work is applied (no clean shutdown, no final commit).
+        await connected.wait_applied(receipts[len(receipts) // 3], timeout=300)
+        await connected.wait_applied(receipts[15], timeout=300)  # namespaces[0] has memories
+        worker.kill()
+        more = [row for ns in namespaces for row in conversation(ns, 60)[40:]]
+        receipts += await connected.retain_many(more)
+        commands = [
+            await connected.forget(namespaces[0], memory_ids=[r.id for r in connected.records(namespaces[0])][:2],
+                                   at=T0 + timedelta(days=30))
+        ]
+        worker = WorkerProcess(own_settings, log_name="worker-crash-2.log")
+        worker.start()
+        await wait_all(connected, receipts + commands)
+        live = [r for ns in namespaces for r in connected.records(ns)]
+    finally:
+        worker.stop()
+
+    assert live, "the worker formed memories"
+    ids = [r.id for r in live]
+    assert len(ids) == len(set(ids)), "no memory is duplicated by the crash"
+    rebuilt = await run_replay(own_settings, tmp_path / "rebuild", encoder=load_encoder("minilm"), progress=False)
+    replayed = [r for r in snapshot(rebuilt["snapshot"]) if r.namespace in namespaces]
+    assert_same_state(live, replayed)
+    forgotten = {r.id for r in live if r.status == "forgotten"}
+    assert len(forgotten) == 2
+
+
+async def test_replay_into_a_fresh_target_equals_the_live_views(
+    own_settings: Settings, connected: Hindsight, tmp_path: Path
+) -> None:
+    worker = WorkerProcess(replace(own_settings, app_id=own_settings.app_id), log_name="worker-replay.log")
+    worker.start()
+    namespace = f"replay-{uuid.uuid4().hex[:6]}"
+    try:
+        await wait_worker_ready(own_settings, worker)
+        receipts = await connected.retain_many(conversation(namespace, 48))
+        await wait_all(connected, receipts)
+        hit = await connected.recall(namespace, "what database do we use?", at=T0 + timedelta(days=3))
+        tick = await connected.advance(namespace, T0 + timedelta(days=400))
+        await wait_all(connected, [tick])
+        await asyncio.sleep(1.0)  # the recall signal is on its own topic; let the worker apply it
+        marker = await connected.retain(namespace, "ok thanks", event_time=T0 + timedelta(days=400))
+        await wait_all(connected, [marker])
+        live = connected.records(namespace)
+    finally:
+        worker.stop()
+
+    assert hit.memories
+    assert any(r.status == "superseded" for r in live)
+    rebuilt = await run_replay(own_settings, tmp_path / "rebuild", encoder=load_encoder("minilm"), progress=False)
+    replayed = [r for r in snapshot(rebuilt["snapshot"]) if r.namespace == namespace]
+    assert_same_state(live, replayed)
+    by_id = {r.id: r for r in replayed}
+    for record in live:
+        assert by_id[record.id].access_count == record.access_count, "reinforcement replays too"
+    assert Path(rebuilt["milvus"]).exists()
