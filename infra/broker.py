@@ -119,8 +119,14 @@ def port_is_free(port: int) -> bool:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid form)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid form).
+
+    An id starting with "-" would be read as an option by the storage tool's argument parser.
+    """
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 @dataclass(frozen=True)

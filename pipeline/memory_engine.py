@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from pipeline.encoders import Encoder
 from pipeline.processor import (
@@ -57,10 +58,14 @@ class BatchResult:
     watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
     dirty_namespaces: set[str] = field(default_factory=set)
+    # Records an input position had already changed before a crash: published again, unchanged.
+    republish: list[MemoryRecord] = field(default_factory=list)
+    # Per-namespace counters the view stores beside its watermarks (see MemoryEngine.bank).
+    counters: dict[str, int] = field(default_factory=dict)
 
     def final_records(self) -> dict[str, MemoryRecord]:
         """The last state of every record the batch touched (what the views must upsert)."""
-        latest: dict[str, MemoryRecord] = {}
+        latest: dict[str, MemoryRecord] = {record.id: record for record in self.republish}
         for change in self.changes:
             latest[change.record.id] = change.record
         return latest
@@ -82,6 +87,17 @@ def dead_letter(raw: RawRecord, error: InvalidEvent) -> DeadLetter:
     )
 
 
+COUNTER_PREFIX = "bank:"
+
+
+def turns_counter(namespace: str) -> str:
+    return f"{COUNTER_PREFIX}{namespace}:turns"
+
+
+def last_turn_counter(namespace: str) -> str:
+    return f"{COUNTER_PREFIX}{namespace}:last_turn_ms"
+
+
 class MemoryEngine:
     """Holds the namespace banks of the partitions this process owns and applies batches."""
 
@@ -91,16 +107,23 @@ class MemoryEngine:
         policy: MemoryPolicy,
         load_bank: BankLoader,
         applied: dict[tuple[str, int], int] | None = None,
+        counters: dict[str, int] | None = None,
     ) -> None:
         self.encoder = encoder
         self.policy = policy
         self._load_bank = load_bank
         self.banks: dict[str, NamespaceBank] = {}
         self.applied: dict[tuple[str, int], int] = dict(applied or {})
+        self._counters = dict(counters or {})
 
     def bank(self, namespace: str) -> NamespaceBank:
         if namespace not in self.banks:
-            self.banks[namespace] = NamespaceBank.load(namespace, self._load_bank(namespace))
+            bank = NamespaceBank.load(namespace, self._load_bank(namespace))
+            bank.turns_seen = self._counters.get(turns_counter(namespace), 0)
+            last_ms = self._counters.get(last_turn_counter(namespace))
+            if last_ms is not None:
+                bank.last_turn_at = datetime.fromtimestamp(last_ms / 1000, UTC)
+            self.banks[namespace] = bank
         return self.banks[namespace]
 
     def _decode(self, raw: RawRecord) -> TurnRecorded | CommandIssued | MemoriesRecalled:
@@ -146,13 +169,18 @@ class MemoryEngine:
         for index, (raw, event) in enumerate(decoded):
             position = Position(raw.topic, raw.partition, raw.offset)
             bank = self.bank(event.namespace)
+            already = bank.touched_by(position)
+            if already:
+                # Applied to the view before a crash, maybe never published: publish it again.
+                result.republish.extend(already)
+                result.counts["republished"] += len(already)
+            changes: list[Change] = []
             if isinstance(event, TurnRecorded):
                 result.counts["turns"] += 1
                 turn = prepared[index]
                 if not turn.classification.remember:
                     result.counts["filtered"] += 1
-                    changes: list[Change] = []
-                else:
+                elif not already:
                     changes = decide_turn(bank, turn, vector_of[index], position, self.policy)
                 bank.apply(changes)
                 after_turns(bank, 1, event.event_time)
@@ -163,6 +191,13 @@ class MemoryEngine:
                     bank.apply(cooled)
                     bank.turns_since_consolidation = 0
                     changes = [*changes, *cooled]
+                result.counters[turns_counter(event.namespace)] = bank.turns_seen
+                if bank.last_turn_at is not None:
+                    result.counters[last_turn_counter(event.namespace)] = int(
+                        bank.last_turn_at.timestamp() * 1000
+                    )
+            elif already:
+                pass
             elif isinstance(event, CommandIssued):
                 result.counts[f"command_{event.command}"] += 1
                 changes = decide_command(bank, event, position, self.policy)
@@ -173,6 +208,7 @@ class MemoryEngine:
                 result.counts["signals"] += 1
                 changes = decide_signal(bank, event, position, self.policy)
                 bank.apply(changes)
+            changes = [replace(change, at=event.event_time) for change in changes]
             for change in changes:
                 result.counts[f"memory_{change.change}"] += 1
             result.changes.extend(changes)

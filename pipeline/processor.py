@@ -41,20 +41,23 @@ class Change:
     record: MemoryRecord
     cause_event_id: str
     related_ids: tuple[str, ...] = ()
+    at: datetime | None = None  # event time of the cause; the engine fills it in
 
     def as_update(self) -> MemoryChanged:
         record = self.record
+        fallback = record.history[-1].at if record.history else record.updated_at
         return MemoryChanged(
             namespace=record.namespace,
             memory_id=record.id,
             change=self.change,
-            event_time=record.history[-1].at if record.history else record.updated_at,
+            event_time=self.at or fallback,
             cause_event_id=self.cause_event_id,
             related_ids=list(self.related_ids),
             status=record.status,
             region=record.region,
             kind=record.kind,
-            content=record.content,
+            # An erase announces that something went, never what it said (I8).
+            content="" if self.change == "erased" else record.content,
             importance=record.importance,
             activation=record.activation,
         )
@@ -90,11 +93,16 @@ class NamespaceBank:
     records: dict[str, MemoryRecord] = field(default_factory=dict)
     turns_since_consolidation: int = 0
     last_turn_at: datetime | None = None
+    # Turns (remembered or not) this namespace has seen; persisted beside the view's watermarks so
+    # "light consolidation every N turns" falls on the same turns after a restart as in a replay.
+    turns_seen: int = 0
     _region_ids: dict[Region, list[str]] = field(default_factory=lambda: defaultdict(list))
     _region_vectors: dict[Region, list[Vector]] = field(default_factory=lambda: defaultdict(list))
     _matrix_cache: dict[Region, Vector] = field(default_factory=dict)
     _session_recent: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     _seen_events: set[str] = field(default_factory=set)
+    # (topic:partition, offset) -> ids of the records that input position changed last.
+    _touched: dict[tuple[str, int], set[str]] = field(default_factory=lambda: defaultdict(set))
 
     @classmethod
     def load(cls, namespace: str, records: Iterable[MemoryRecord]) -> NamespaceBank:
@@ -109,7 +117,11 @@ class NamespaceBank:
     # -- derived indexes -------------------------------------------------------------------
     def _store(self, record: MemoryRecord, fresh: bool) -> None:
         known = record.id in self.records
+        if known:
+            self._untouch(self.records[record.id])
         self.records[record.id] = record
+        for key, offset in record.applied_positions.items():
+            self._touched[(key, offset)].add(record.id)
         self._seen_events.update(source.event_id for source in record.provenance)
         if not known and record.vector:
             self._region_ids[record.region].append(record.id)
@@ -120,10 +132,24 @@ class NamespaceBank:
                 recent.append(record.id)
                 del recent[:-64]
 
+    def _untouch(self, record: MemoryRecord) -> None:
+        for key, offset in record.applied_positions.items():
+            ids = self._touched.get((key, offset))
+            if ids is not None:
+                ids.discard(record.id)
+                if not ids:
+                    del self._touched[(key, offset)]
+
+    def touched_by(self, position: Position) -> list[MemoryRecord]:
+        """Records whose latest change came from this input position (it was applied before)."""
+        ids = self._touched.get((_position_key(position), position.offset), set())
+        return [self.records[i] for i in sorted(ids) if i in self.records]
+
     def _remove(self, memory_id: str) -> None:
         record = self.records.pop(memory_id, None)
         if record is None:
             return
+        self._untouch(record)
         ids = self._region_ids[record.region]
         if memory_id in ids:
             index = ids.index(memory_id)
@@ -491,8 +517,11 @@ def decide_signal(
 def after_turns(bank: NamespaceBank, turn_count: int, last_at: datetime) -> None:
     """Bookkeeping for light consolidation (every N turns) and idle detection."""
     bank.turns_since_consolidation += turn_count
+    bank.turns_seen += turn_count
     bank.last_turn_at = last_at if bank.last_turn_at is None else max(bank.last_turn_at, last_at)
 
 
 def light_consolidation_due(bank: NamespaceBank, policy: MemoryPolicy) -> bool:
-    return bank.turns_since_consolidation >= policy.light_consolidation_every
+    # Counted from the namespace's first turn, so a restart keeps the same schedule as replay.
+    every = policy.light_consolidation_every
+    return every > 0 and bank.turns_seen > 0 and bank.turns_seen % every == 0

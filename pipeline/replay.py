@@ -156,6 +156,7 @@ async def run_replay(
             erased = {c.record.id for c in result.changes if c.change == "erased"}
             records = [r for r in records if r.id not in erased]
             marks = {watermark_name(t, p): o for (t, p), o in result.watermarks.items()}
+            marks.update(result.counters)
 
             def write(
                 records: list[MemoryRecord] = records,

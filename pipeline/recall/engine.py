@@ -196,7 +196,11 @@ class RecallEngine:
         k = self.policy.candidates_per_path
         # Regions the caller names are a hard filter on every path (folded into the base filter).
         search = NamespaceSearch(
-            view, query_vector, at, include_history=include_history, regions=explicit,
+            view,
+            query_vector,
+            at,
+            include_history=include_history,
+            regions=explicit,
             exact=self.exact,
         )
         routed = search.filter(primary)

@@ -1,0 +1,217 @@
+"""Offline LoCoMo harness for fast iteration: the real ingest code, no Kafka, no Milvus.
+
+Turns are built exactly as the runner publishes them, encoded to the bytes the worker reads, and
+applied by the same ``MemoryEngine.process`` (real encoder, batches of ``Settings.batch_size``,
+one conversation per namespace). The resulting records (what the state topic would carry) are
+cached as JSON under /tmp, so recall-side changes are re-measured in seconds; ingest-side changes
+(search text, filtering, segmentation) need ``--rebuild``. Questions are asked through
+``RecallEngine.recall`` and scored by the runner's own ``evaluate`` and ``HindsightRetriever``,
+so the numbers match an end-to-end run up to batching differences.
+
+    python -m bench.locomo.offline --data /work/shared/data/locomo_dev.json [--rebuild]
+
+Only ``hindsight bench locomo`` numbers are reported; this is a development tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from bench.locomo.dataset import Conversation, load_locomo
+from bench.locomo.metrics import QuestionScore, aggregate
+from bench.locomo.report import render_summary
+from bench.locomo.runner import RECALL_LIMIT, HindsightRetriever, evaluate
+from pipeline.encoders import Encoder, Vectors, load_encoder
+from pipeline.memory_engine import MemoryEngine, RawRecord
+from pipeline.recall.engine import RecallEngine
+from pipeline.recall.hot_index import HotIndex
+from pipeline.settings import Settings
+from schemas.codec import encode, validate
+from schemas.events import TurnRecorded
+from schemas.memory import MemoryRecord
+
+DEFAULT_CACHE = Path("/tmp/hindsight-locomo-offline")
+TURNS_TOPIC = "hindsight.turns.v1"
+
+
+def turn_events(conversation: Conversation) -> list[TurnRecorded]:
+    """The events the runner's ``retain_many`` would publish for a conversation."""
+    return [
+        validate(
+            TurnRecorded,
+            {
+                "event_id": turn.event_id,
+                "namespace": conversation.namespace,
+                "session_id": turn.session_id,
+                "speaker": turn.speaker,
+                "role": "user",
+                "text": turn.text,
+                "event_time": turn.event_time,
+                "metadata": {"dia_id": turn.dia_id},
+            },
+        )
+        for turn in conversation.turns
+    ]
+
+
+def ingest(
+    conversations: Sequence[Conversation], encoder: Encoder, settings: Settings
+) -> list[MemoryRecord]:
+    """Run every conversation through ``MemoryEngine.process``; the final record states."""
+    engine = MemoryEngine(encoder, settings.memory, lambda _namespace: [])
+    latest: dict[str, MemoryRecord] = {}
+    erased: set[str] = set()
+    next_offset: dict[int, int] = {}
+    for number, conversation in enumerate(conversations):
+        # Namespaces share partitions, so offsets continue across conversations (as in Kafka).
+        partition = number % settings.partitions
+        start_offset = next_offset.get(partition, 0)
+        raws = [
+            RawRecord(
+                "turns",
+                TURNS_TOPIC,
+                partition,
+                start_offset + offset,
+                event.namespace.encode(),
+                encode(event),
+            )
+            for offset, event in enumerate(turn_events(conversation))
+        ]
+        next_offset[partition] = start_offset + len(raws)
+        for start in range(0, len(raws), settings.batch_size):
+            result = engine.process(raws[start : start + settings.batch_size])
+            for memory_id, record in result.final_records().items():
+                latest[memory_id] = record
+                erased.discard(memory_id)
+            for memory_id in result.erased_ids():
+                latest.pop(memory_id, None)
+                erased.add(memory_id)
+    return list(latest.values())
+
+
+def save_records(path: Path, records: Sequence[MemoryRecord]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps([r.model_dump(mode="json") for r in records]))
+
+
+def load_records(path: Path) -> list[MemoryRecord]:
+    return [MemoryRecord.model_validate(item) for item in orjson.loads(path.read_bytes())]
+
+
+class CachedQueryEncoder:
+    """The real encoder, with the questions encoded up front in batches (same vectors)."""
+
+    def __init__(self, encoder: Encoder, texts: Sequence[str]) -> None:
+        self.name = encoder.name
+        self.dimension = encoder.dimension
+        self._encoder = encoder
+        unique = list(dict.fromkeys(texts))
+        vectors = encoder.encode(unique) if unique else np.zeros((0, encoder.dimension))
+        self._cache = {text: vectors[i] for i, text in enumerate(unique)}
+
+    def encode(self, texts: list[str]) -> Vectors:
+        missing = [t for t in texts if t not in self._cache]
+        if missing:
+            self._cache.update(zip(missing, self._encoder.encode(missing), strict=True))
+        return np.stack([self._cache[t] for t in texts]).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class _Result:
+    memories: list[Any]
+
+
+class EngineClient:
+    """Just enough of the async client for ``HindsightRetriever.retrieve``."""
+
+    def __init__(self, engine: RecallEngine) -> None:
+        self._engine = engine
+
+    async def recall(
+        self,
+        namespace: str,
+        query: str,
+        *,
+        at: datetime,
+        limit: int | None = None,
+        truncate: bool | None = None,
+        reinforce: bool = True,
+    ) -> _Result:
+        del reinforce  # the engine never reinforces; the client would publish a signal
+        memories = self._engine.recall(
+            namespace, query, at=at, limit=limit, truncate=bool(truncate)
+        )
+        return _Result(memories)
+
+
+class OfflineRetriever(HindsightRetriever):
+    """The runner's retriever over an already-built index (nothing to publish)."""
+
+    async def prepare(self, conversations: Sequence[Conversation]) -> None:
+        del conversations  # records carry dialogue ids in their provenance
+
+
+def build_index(
+    data: Path, cache: Path, rebuild: bool, settings: Settings
+) -> tuple[list[Conversation], HotIndex, Encoder]:
+    conversations = load_locomo(data)
+    encoder = load_encoder(settings.encoder)
+    records_path = cache / f"{data.stem}.records.json"
+    if rebuild or not records_path.exists():
+        started = time.perf_counter()
+        records = ingest(conversations, encoder, settings)
+        save_records(records_path, records)
+        print(f"ingested {len(records)} records in {time.perf_counter() - started:.1f}s")
+    else:
+        records = load_records(records_path)
+        print(f"loaded {len(records)} records from {records_path}")
+    index = HotIndex(encoder.dimension)
+    for record in records:
+        index.apply(record)
+    return conversations, index, encoder
+
+
+async def run(
+    data: Path, cache: Path, rebuild: bool, out: Path | None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    settings = Settings.from_env()
+    conversations, index, encoder = build_index(data, cache, rebuild, settings)
+    questions = [q.question for c in conversations for q in c.questions]
+    engine = RecallEngine(index, CachedQueryEncoder(encoder, questions), settings.recall)
+    retriever = OfflineRetriever(EngineClient(engine), limit=RECALL_LIMIT)
+    started = time.perf_counter()
+    scored: list[QuestionScore]
+    scored, traces = await evaluate(conversations, retriever)
+    print(f"asked {len(scored)} questions in {time.perf_counter() - started:.1f}s")
+    results: dict[str, Any] = {"methods": {"hindsight": aggregate(scored)}}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+        (out / "questions.jsonl").write_bytes(b"".join(orjson.dumps(t) + b"\n" for t in traces))
+    return results, traces
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.locomo.offline")
+    parser.add_argument("--data", required=True, type=Path)
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--rebuild", action="store_true", help="re-run ingest (search text etc.)")
+    parser.add_argument("--out", type=Path, default=None, help="write results and traces here")
+    args = parser.parse_args(argv)
+    results, _ = asyncio.run(run(args.data, args.cache, args.rebuild, args.out))
+    print(render_summary(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
