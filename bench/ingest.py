@@ -85,12 +85,15 @@ def _comparable(record: MemoryRecord) -> tuple[str, str, str, float]:
     return (record.id, record.status, record.content, record.importance)
 
 
-def views_match(live: list[MemoryRecord], rebuilt: list[MemoryRecord], tolerance: float = 1e-6) -> bool:
+def views_match(
+    live: list[MemoryRecord], rebuilt: list[MemoryRecord], tolerance: float = 1e-6
+) -> bool:
     """Same memory ids, statuses and contents, importance within float tolerance."""
     left = sorted(map(_comparable, live))
     right = sorted(map(_comparable, rebuilt))
     return len(left) == len(right) and all(
-        a[:3] == b[:3] and math.isclose(a[3], b[3], abs_tol=tolerance) for a, b in zip(left, right, strict=True)
+        a[:3] == b[:3] and math.isclose(a[3], b[3], abs_tol=tolerance)
+        for a, b in zip(left, right, strict=True)
     )
 
 
@@ -148,7 +151,9 @@ async def run(data: Path, settings: Settings, keep: bool = False) -> dict[str, A
             "encoder": encoder.name,
             "turns_per_s": round(len(turns) / ingest_seconds, 1),
             "embedding_only_turns_per_s": round(embedding_only, 1),
-            "pipeline_overhead_pct": round((embedding_only / (len(turns) / ingest_seconds) - 1) * 100, 1),
+            "pipeline_overhead_pct": round(
+                (embedding_only / (len(turns) / ingest_seconds) - 1) * 100, 1
+            ),
             "replay_turns_per_s": replay["events_per_s"],
             "replay_matches_live": views_match(live, rebuilt),
             "memories": len(live),
@@ -188,5 +193,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-

@@ -125,7 +125,11 @@ async def run_replay(
     into = into.resolve()
     into.mkdir(parents=True, exist_ok=True)
     loop = asyncio.get_running_loop()
-    enc = encoder or await loop.run_in_executor(None, load_encoder, settings.encoder)
+    enc: Encoder
+    if encoder is not None:
+        enc = encoder
+    else:
+        enc = await loop.run_in_executor(None, load_encoder, settings.encoder)
     view = MilvusView(str(into / "milvus.db"), enc.dimension)
     await loop.run_in_executor(None, view.ensure)
     prefix = (

@@ -30,7 +30,7 @@ from pipeline.settings import Settings
 from pipeline.stores.milvus_view import MilvusView
 from pipeline.stores.state_topic import StateTopicWriter, make_producer, partition_for
 from schemas.codec import encode
-from topics.catalogue import INPUT_ROLES, topic_names
+from topics.catalogue import INPUT_ROLES, Role, topic_names
 
 ROLE_ORDER = {role: index for index, role in enumerate(INPUT_ROLES)}
 
@@ -125,7 +125,11 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
     if not settings.bootstrap:
         raise ValueError("create_app needs settings.bootstrap (a running Kafka)")
     names = topic_names(settings.topic_prefix)
-    role_of = {names["turns"]: "turns", names["commands"]: "commands", names["signals"]: "signals"}
+    role_of: dict[str, Role] = {
+        names["turns"]: "turns",
+        names["commands"]: "commands",
+        names["signals"]: "signals",
+    }
     data_dir = Path(settings.data_dir)
     app = faust.App(
         settings.app_id,
@@ -151,7 +155,11 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
         if "engine" in state:
             return
         loop = asyncio.get_running_loop()
-        enc = encoder or await loop.run_in_executor(None, load_encoder, settings.encoder)
+        enc: Encoder
+        if encoder is not None:
+            enc = encoder
+        else:
+            enc = await loop.run_in_executor(None, load_encoder, settings.encoder)
         view = MilvusView(settings.milvus_path, enc.dimension)
         await loop.run_in_executor(None, view.ensure)
         applied_raw = await loop.run_in_executor(None, view.watermarks)
@@ -171,7 +179,7 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
         state["producer"] = producer
         log.info("views open: milvus=%s applied=%s", settings.milvus_path, applied)
 
-    @app.on_before_shutdown.connect  # type: ignore[misc]
+    @app.on_before_shutdown.connect  # type: ignore[misc, arg-type]
     async def close_views(app: faust.App, **_: Any) -> None:
         producer = state.get("producer")
         if producer is not None:
@@ -193,7 +201,10 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
     async def remember(stream: faust.StreamT[bytes]) -> None:
         loop = asyncio.get_running_loop()
         await open_views()
-        async for events in stream.take_events(settings.batch_size, within=settings.batch_window_s):
+        batches = stream.take_events(  # type: ignore[attr-defined]
+            settings.batch_size, within=settings.batch_window_s
+        )
+        async for events in batches:
             # Within a batch, restore each partition's producer order across the three topics
             # (timestamp, then turns < commands < signals, then offset): the order replay uses.
             events = sorted(
@@ -201,7 +212,7 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
                 key=lambda e: (
                     e.message.partition,
                     e.message.timestamp,
-                    ROLE_ORDER.get(role_of.get(e.message.topic, "turns"), 0),
+                    ROLE_ORDER[role_of.get(e.message.topic, "turns")],
                     e.message.offset,
                 ),
             )

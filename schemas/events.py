@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -17,9 +17,9 @@ NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 MAX_TURN_CHARS = 16_000
 MAX_EVENT_BYTES = 256 * 1024
 
-TURN_SCHEMA_VERSION = 2
-COMMAND_SCHEMA_VERSION = 1
-SIGNAL_SCHEMA_VERSION = 1
+TURN_SCHEMA_VERSION: Final = 2
+COMMAND_SCHEMA_VERSION: Final = 1
+SIGNAL_SCHEMA_VERSION: Final = 1
 
 
 def _check_namespace(value: str) -> str:

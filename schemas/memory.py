@@ -7,13 +7,13 @@ These are views (I1): rebuilding from the input log reproduces them. Their JSON 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MEMORY_RECORD_VERSION = 1
-MEMORY_UPDATE_VERSION = 1
-WATERMARK_VERSION = 1
+MEMORY_RECORD_VERSION: Final = 1
+MEMORY_UPDATE_VERSION: Final = 1
+WATERMARK_VERSION: Final = 1
 
 Region = Literal["episodic", "semantic", "procedural"]
 Kind = Literal["preference", "task_state", "fact", "procedure", "decision", "emotion", "chit_chat"]

@@ -179,7 +179,8 @@ _FORGET_REQUEST = re.compile(
 )
 # Assistant pleasantries and sign-offs that carry no fact.
 _SIGN_OFF = re.compile(
-    r"^\W*(?:(?:hello|hi|hey|ok|okay|alright|sure|great|thanks|thank you|bye)\W+)*(how (can|may) i (help|assist)( you)?( today)?|what can i do for you|"
+    r"^\W*(?:(?:hello|hi|hey|ok|okay|alright|sure|great|thanks|thank you|bye)\W+)*"
+    r"(how (can|may) i (help|assist)( you)?( today)?|what can i do for you|"
     r"anything else( i can help with)?|let me know if .{0,40}|see you (tomorrow|later|soon|next time)|"
     r"talk (to you )?(tomorrow|later|soon)|have a (good|great|nice) (day|one|night|weekend))\W*$|"
     r"^\W*(你好|您好)?\W*(有什么(可以|能)帮(你|您)的|还有(什么|别的)需要|明天见|回头见|下次见)\W*$",
@@ -188,7 +189,8 @@ _SIGN_OFF = re.compile(
 # Health, safety and hard constraints outweigh ordinary facts (an allergy must survive noise).
 _CRITICAL = re.compile(
     r"\b(allerg\w*|intoleran\w*|diabet\w*|asthma|medication|blood type|emergency contact|"
-    r"never (use|do|give|eat)|must not|must never|password|pin code)\b|过敏|不耐受|糖尿病|哮喘|药物|血型|"
+    r"never (use|do|give|eat)|must not|must never|password|pin code)\b|"
+    r"过敏|不耐受|糖尿病|哮喘|药物|血型|"
     r"紧急联系人|绝对不(能|要)|千万不要|密码",
     re.I,
 )

@@ -175,7 +175,9 @@ _USE_ZH = re.compile(
     r"(?:我们|我|团队)(?:现在|目前|一直)?(?:用|使用|采用)\s*(?P<value>[A-Za-z][\w.+#-]{0,20})"
 )
 _MY_X_IS_ZH = re.compile(r"我的(?P<attr>[\u4e00-\u9fff]{1,8}?)是(?P<value>[^，。,.！!？?]{1,20})")
-_LIVE_ZH = re.compile(r"我(?:现在)?住在(?P<value>[\u4e00-\u9fff]{2,8}?)(?:了|啦|呢)?(?:[，。,.！!]|$)")
+_LIVE_ZH = re.compile(
+    r"我(?:现在)?住在(?P<value>[\u4e00-\u9fff]{2,8}?)(?:了|啦|呢)?(?:[，。,.！!]|$)"
+)
 # A move stated without its origin: "we migrated to PostgreSQL", "已经迁移到PostgreSQL了".
 _MOVE_TO_EN = re.compile(
     rf"\b{_FIRST_PERSON}\s+(?:\w+\s+){{0,2}}?(?:have\s+|has\s+|had\s+)?(?:now\s+)?"
@@ -183,9 +185,12 @@ _MOVE_TO_EN = re.compile(
     r"(?P<value>[\w.+#-]+(?:\s[\w.+#-]+)?)",
     re.I,
 )
-_MOVE_TO_ZH = re.compile(r"(?:迁移|切换|换|改|转)(?:到|成|为)\s*(?P<value>[A-Za-z][\w.+#-]{0,20})|改用\s*(?P<value2>[A-Za-z][\w.+#-]{0,20})")
+_MOVE_TO_ZH = re.compile(
+    r"(?:迁移|切换|换|改|转)(?:到|成|为)\s*(?P<value>[A-Za-z][\w.+#-]{0,20})|改用\s*(?P<value2>[A-Za-z][\w.+#-]{0,20})"
+)
 # A first-person sentence that names a technology with a verb of use ("我写代码一直用Python",
-# "我们团队的数据库用的是MySQL", "our stack runs on AWS"): the technology's category is the attribute.
+# "我们团队的数据库用的是MySQL", "our stack runs on AWS"): the technology's category is the
+# attribute.
 _FIRST_PERSON_ANY = re.compile(r"\b(?:i|we|our|my)\b|我|团队|公司", re.I)
 _USE_VERB = re.compile(
     r"\b(?:use|uses|using|used|write|writes|written|code|runs? on|built (?:on|with)|rely on|"
@@ -216,7 +221,12 @@ def tech_category(value: str) -> str | None:
 
 
 # Spellings of one technology, so "postgres" restating "PostgreSQL" is a confirmation, not a change.
-_TECH_ALIASES = {"postgres": "PostgreSQL", "golang": "Go", "vs code": "VSCode", "google cloud": "GCP"}
+_TECH_ALIASES = {
+    "postgres": "PostgreSQL",
+    "golang": "Go",
+    "vs code": "VSCode",
+    "google cloud": "GCP",
+}
 
 
 def _canonical_value(value: str) -> str:

@@ -124,8 +124,8 @@ class StateTopicWriter:
             await asyncio.gather(*futures)
 
 
-RecordSink = Callable[[MemoryRecord], None]
-RemoveSink = Callable[[str], None]
+RecordSink = Callable[[MemoryRecord], object]
+RemoveSink = Callable[[str], object]
 
 
 class StateFollower:

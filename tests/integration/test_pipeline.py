@@ -46,17 +46,27 @@ async def test_chit_chat_is_not_stored(client: Hindsight, namespace: str) -> Non
 
 
 async def test_correction_supersedes_the_older_fact(client: Hindsight, namespace: str) -> None:
-    await client.retain(namespace, "We use MySQL for the billing database.", speaker="alice", event_time=T0)
+    await client.retain(
+        namespace, "We use MySQL for the billing database.", speaker="alice", event_time=T0
+    )
     last = await client.retain(
-        namespace, "We moved from MySQL to PostgreSQL last weekend.", speaker="alice",
+        namespace,
+        "We moved from MySQL to PostgreSQL last weekend.",
+        speaker="alice",
         event_time=T0 + timedelta(days=7),
     )
     current = await client.recall(
-        namespace, "What database do we use?", at=T0 + timedelta(days=8), wait_for=last, reinforce=False
+        namespace,
+        "What database do we use?",
+        at=T0 + timedelta(days=8),
+        wait_for=last,
+        reinforce=False,
     )
     contents = [m.content for m in current.memories]
     assert any("PostgreSQL" in c for c in contents)
-    assert not any(c.startswith("We use MySQL") for c in contents), "superseded facts are not current"
+    assert not any(c.startswith("We use MySQL") for c in contents), (
+        "superseded facts are not current"
+    )
 
     records = {r.content: r for r in client.records(namespace)}
     old = records["We use MySQL for the billing database."]
@@ -66,8 +76,13 @@ async def test_correction_supersedes_the_older_fact(client: Hindsight, namespace
     assert any(a.memory_id == old.id and a.relation == "supersedes" for a in new.associations)
 
     history = await client.recall(
-        namespace, "What database do we use?", at=T0 + timedelta(days=8), include_history=True,
-        truncate=False, limit=10, reinforce=False,
+        namespace,
+        "What database do we use?",
+        at=T0 + timedelta(days=8),
+        include_history=True,
+        truncate=False,
+        limit=10,
+        reinforce=False,
     )
     assert any(m.id == old.id and m.status == "superseded" for m in history.memories)
 
@@ -77,7 +92,9 @@ async def test_namespaces_never_see_each_other(client: Hindsight) -> None:
     await client.retain(first, "My locker code is 4711.", event_time=T0)
     receipt = await client.retain(second, "My favourite fruit is mango.", event_time=T0)
     await client.wait_applied(receipt)
-    found = await client.recall(second, "What is my locker code?", at=T0, reinforce=False, truncate=False, limit=10)
+    found = await client.recall(
+        second, "What is my locker code?", at=T0, reinforce=False, truncate=False, limit=10
+    )
     assert all("4711" not in m.content for m in found.memories)
     assert all(m.namespace == second for m in found.memories)
 
@@ -85,12 +102,18 @@ async def test_namespaces_never_see_each_other(client: Hindsight) -> None:
 async def test_change_feed_announces_created_and_superseded(
     client: Hindsight, namespace: str, stack_settings: Settings
 ) -> None:
-    await client.retain(namespace, "From now on all code should be written in Python.", event_time=T0)
+    await client.retain(
+        namespace, "From now on all code should be written in Python.", event_time=T0
+    )
     last = await client.retain(
-        namespace, "From now on all code should be written in TypeScript.", event_time=T0 + timedelta(hours=1)
+        namespace,
+        "From now on all code should be written in TypeScript.",
+        event_time=T0 + timedelta(hours=1),
     )
     await client.wait_applied(last)
-    changes = await _read_topic(stack_settings, "memory_updates", lambda v: orjson.loads(v)["namespace"] == namespace, 3)
+    changes = await _read_topic(
+        stack_settings, "memory_updates", lambda v: orjson.loads(v)["namespace"] == namespace, 3
+    )
     kinds = [MemoryChanged.model_validate(orjson.loads(v)).change for v in changes]
     assert kinds.count("created") == 2
     assert "superseded" in kinds
@@ -99,26 +122,63 @@ async def test_change_feed_announces_created_and_superseded(
 BAD_INPUTS: list[tuple[str, bytes, str, str | None]] = [
     ("malformed json", b'{"event_type": "TurnRecorded", ', "decode", None),
     ("not an object", b"[1, 2, 3]", "decode", None),
-    ("missing text", b'{"event_type":"TurnRecorded","schema_version":2,"event_id":"x1","namespace":"NS",'
-     b'"session_id":"s","speaker":"a","event_time":"2024-01-01T00:00:00+00:00"}', "validate", "text"),
-    ("wrong type", b'{"event_type":"TurnRecorded","schema_version":2,"event_id":"x2","namespace":"NS",'
-     b'"session_id":"s","speaker":"a","text":42,"event_time":"2024-01-01T00:00:00+00:00"}', "validate", "text"),
-    ("unknown version", b'{"event_type":"TurnRecorded","schema_version":99,"event_id":"x3","namespace":"NS",'
-     b'"text":"hello world"}', "upcast", "schema_version"),
-    ("empty text", b'{"event_type":"TurnRecorded","schema_version":2,"event_id":"x4","namespace":"NS",'
-     b'"session_id":"s","speaker":"a","text":"   ","event_time":"2024-01-01T00:00:00+00:00"}', "validate", "text"),
-    ("oversized text", b'{"event_type":"TurnRecorded","schema_version":2,"event_id":"x5","namespace":"NS",'
-     b'"session_id":"s","speaker":"a","text":"' + b"a" * 20_000 + b'","event_time":"2024-01-01T00:00:00+00:00"}',
-     "validate", "text"),
-    ("bad namespace", b'{"event_type":"TurnRecorded","schema_version":2,"event_id":"x6","namespace":"bad ns!",'
-     b'"session_id":"s","speaker":"a","text":"hello","event_time":"2024-01-01T00:00:00+00:00"}', "validate",
-     "namespace"),
+    (
+        "missing text",
+        b'{"event_type":"TurnRecorded","schema_version":2,"event_id":"x1","namespace":"NS",'
+        b'"session_id":"s","speaker":"a","event_time":"2024-01-01T00:00:00+00:00"}',
+        "validate",
+        "text",
+    ),
+    (
+        "wrong type",
+        b'{"event_type":"TurnRecorded","schema_version":2,"event_id":"x2","namespace":"NS",'
+        b'"session_id":"s","speaker":"a","text":42,"event_time":"2024-01-01T00:00:00+00:00"}',
+        "validate",
+        "text",
+    ),
+    (
+        "unknown version",
+        b'{"event_type":"TurnRecorded","schema_version":99,"event_id":"x3","namespace":"NS",'
+        b'"text":"hello world"}',
+        "upcast",
+        "schema_version",
+    ),
+    (
+        "empty text",
+        b'{"event_type":"TurnRecorded","schema_version":2,"event_id":"x4","namespace":"NS",'
+        b'"session_id":"s","speaker":"a","text":"   ","event_time":"2024-01-01T00:00:00+00:00"}',
+        "validate",
+        "text",
+    ),
+    (
+        "oversized text",
+        b'{"event_type":"TurnRecorded","schema_version":2,"event_id":"x5","namespace":"NS",'
+        b'"session_id":"s","speaker":"a","text":"'
+        + b"a" * 20_000
+        + b'","event_time":"2024-01-01T00:00:00+00:00"}',
+        "validate",
+        "text",
+    ),
+    (
+        "bad namespace",
+        b'{"event_type":"TurnRecorded","schema_version":2,"event_id":"x6","namespace":"bad ns!",'
+        b'"session_id":"s","speaker":"a","text":"hello","event_time":"2024-01-01T00:00:00+00:00"}',
+        "validate",
+        "namespace",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("label", "raw", "stage", "field"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+@pytest.mark.parametrize(
+    ("label", "raw", "stage", "field"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS]
+)
 async def test_bad_input_goes_to_dead_letters_and_the_worker_keeps_going(
-    client: Hindsight, namespace: str, stack_settings: Settings, label: str, raw: bytes, stage: str,
+    client: Hindsight,
+    namespace: str,
+    stack_settings: Settings,
+    label: str,
+    raw: bytes,
+    stage: str,
     field: str | None,
 ) -> None:
     names = topic_names(stack_settings.topic_prefix)
@@ -132,7 +192,10 @@ async def test_bad_input_goes_to_dead_letters_and_the_worker_keeps_going(
 
     def ours(value: bytes) -> bool:
         letter = orjson.loads(value)
-        return (letter["source_partition"], letter["source_offset"]) == (meta.partition, meta.offset)
+        return (letter["source_partition"], letter["source_offset"]) == (
+            meta.partition,
+            meta.offset,
+        )
 
     letters = await _read_topic(stack_settings, "dead_letters", ours, 1)
     letter = DeadLetter.model_validate(orjson.loads(letters[0]))
@@ -142,18 +205,28 @@ async def test_bad_input_goes_to_dead_letters_and_the_worker_keeps_going(
     if field is not None:
         assert letter.field == field
     # The worker is still alive and applying.
-    receipt = await client.retain(namespace, f"After the bad input ({label}) I still work at Acme.", event_time=T0)
-    result = await client.recall(namespace, "Where do I work?", at=T0, wait_for=receipt, reinforce=False)
+    receipt = await client.retain(
+        namespace, f"After the bad input ({label}) I still work at Acme.", event_time=T0
+    )
+    result = await client.recall(
+        namespace, "Where do I work?", at=T0, wait_for=receipt, reinforce=False
+    )
     assert any("Acme" in m.content for m in result.memories)
 
 
-async def test_forget_hides_a_memory_but_keeps_it_for_audit(client: Hindsight, namespace: str) -> None:
+async def test_forget_hides_a_memory_but_keeps_it_for_audit(
+    client: Hindsight, namespace: str
+) -> None:
     receipt = await client.retain(namespace, "My passport number is X1234567.", event_time=T0)
-    found = await client.recall(namespace, "passport number", at=T0, wait_for=receipt, reinforce=False)
+    found = await client.recall(
+        namespace, "passport number", at=T0, wait_for=receipt, reinforce=False
+    )
     memory_id = found.memories[0].id
     forgotten = await client.forget(namespace, memory_ids=[memory_id], at=T0 + timedelta(minutes=1))
     await client.wait_applied(forgotten)
-    again = await client.recall(namespace, "passport number", at=T0 + timedelta(minutes=2), reinforce=False)
+    again = await client.recall(
+        namespace, "passport number", at=T0 + timedelta(minutes=2), reinforce=False
+    )
     assert all(m.id != memory_id for m in again.memories)
     record = await client.inspect(namespace, memory_id)
     assert record.status == "forgotten"
@@ -170,8 +243,12 @@ async def test_hard_erase_leaves_nothing_in_the_views(client: Hindsight, namespa
 
 
 async def test_recall_hits_are_signals_that_reinforce(client: Hindsight, namespace: str) -> None:
-    receipt = await client.retain(namespace, "Our staging cluster runs in Frankfurt.", event_time=T0)
-    found = await client.recall(namespace, "where is staging?", at=T0 + timedelta(days=1), wait_for=receipt)
+    receipt = await client.retain(
+        namespace, "Our staging cluster runs in Frankfurt.", event_time=T0
+    )
+    found = await client.recall(
+        namespace, "where is staging?", at=T0 + timedelta(days=1), wait_for=receipt
+    )
     memory_id = found.memories[0].id
     before = await client.inspect(namespace, memory_id)
     # The signal is in the log; wait until the worker applied it by waiting on a later turn.
@@ -187,10 +264,15 @@ async def test_recall_hits_are_signals_that_reinforce(client: Hindsight, namespa
     assert after.last_access is not None
 
 
-async def _read_topic(settings: Settings, role: str, accept, count: int, timeout: float = 30.0) -> list[bytes]:  # type: ignore[no-untyped-def]
+async def _read_topic(
+    settings: Settings, role: str, accept, count: int, timeout: float = 30.0
+) -> list[bytes]:  # type: ignore[no-untyped-def]
     names = topic_names(settings.topic_prefix)
     consumer = AIOKafkaConsumer(
-        names[role], bootstrap_servers=settings.bootstrap, group_id=None, auto_offset_reset="earliest"
+        names[role],
+        bootstrap_servers=settings.bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
     )
     await consumer.start()
     found: list[bytes] = []

@@ -120,8 +120,11 @@ async def test_killed_worker_resumes_to_the_state_a_full_replay_builds(
         more = [row for ns in namespaces for row in conversation(ns, 60)[40:]]
         receipts += await connected.retain_many(more)
         commands = [
-            await connected.forget(namespaces[0], memory_ids=[r.id for r in connected.records(namespaces[0])][:2],
-                                   at=T0 + timedelta(days=30))
+            await connected.forget(
+                namespaces[0],
+                memory_ids=[r.id for r in connected.records(namespaces[0])][:2],
+                at=T0 + timedelta(days=30),
+            )
         ]
         worker = WorkerProcess(own_settings, log_name="worker-crash-2.log")
         worker.start()
@@ -133,7 +136,9 @@ async def test_killed_worker_resumes_to_the_state_a_full_replay_builds(
     assert live, "the worker formed memories"
     ids = [r.id for r in live]
     assert len(ids) == len(set(ids)), "no memory is duplicated by the crash"
-    rebuilt = await run_replay(own_settings, tmp_path / "rebuild", encoder=load_encoder("minilm"), progress=False)
+    rebuilt = await run_replay(
+        own_settings, tmp_path / "rebuild", encoder=load_encoder("minilm"), progress=False
+    )
     replayed = [r for r in snapshot(rebuilt["snapshot"]) if r.namespace in namespaces]
     assert_same_state(live, replayed)
     forgotten = {r.id for r in live if r.status == "forgotten"}
@@ -143,14 +148,18 @@ async def test_killed_worker_resumes_to_the_state_a_full_replay_builds(
 async def test_replay_into_a_fresh_target_equals_the_live_views(
     own_settings: Settings, connected: Hindsight, tmp_path: Path
 ) -> None:
-    worker = WorkerProcess(replace(own_settings, app_id=own_settings.app_id), log_name="worker-replay.log")
+    worker = WorkerProcess(
+        replace(own_settings, app_id=own_settings.app_id), log_name="worker-replay.log"
+    )
     worker.start()
     namespace = f"replay-{uuid.uuid4().hex[:6]}"
     try:
         await wait_worker_ready(own_settings, worker)
         receipts = await connected.retain_many(conversation(namespace, 48))
         await wait_all(connected, receipts)
-        hit = await connected.recall(namespace, "what database do we use?", at=T0 + timedelta(days=3))
+        hit = await connected.recall(
+            namespace, "what database do we use?", at=T0 + timedelta(days=3)
+        )
         tick = await connected.advance(namespace, T0 + timedelta(days=400))
         await wait_all(connected, [tick])
         await asyncio.sleep(1.0)  # the recall signal is on its own topic; let the worker apply it
@@ -162,7 +171,9 @@ async def test_replay_into_a_fresh_target_equals_the_live_views(
 
     assert hit.memories
     assert any(r.status == "superseded" for r in live)
-    rebuilt = await run_replay(own_settings, tmp_path / "rebuild", encoder=load_encoder("minilm"), progress=False)
+    rebuilt = await run_replay(
+        own_settings, tmp_path / "rebuild", encoder=load_encoder("minilm"), progress=False
+    )
     replayed = [r for r in snapshot(rebuilt["snapshot"]) if r.namespace == namespace]
     assert_same_state(live, replayed)
     by_id = {r.id: r for r in replayed}
