@@ -181,7 +181,8 @@ _FORGET_REQUEST = re.compile(
 _SIGN_OFF = re.compile(
     r"^\W*(?:(?:hello|hi|hey|ok|okay|alright|sure|great|thanks|thank you|bye)\W+)*"
     r"(how (can|may) i (help|assist)( you)?( today)?|what can i do for you|"
-    r"anything else( i can help with)?|let me know if .{0,40}|see you (tomorrow|later|soon|next time)|"
+    r"anything else( i can help with)?|let me know if .{0,40}|"
+    r"see you (tomorrow|later|soon|next time)|"
     r"talk (to you )?(tomorrow|later|soon)|have a (good|great|nice) (day|one|night|weekend))\W*$|"
     r"^\W*(你好|您好)?\W*(有什么(可以|能)帮(你|您)的|还有(什么|别的)需要|明天见|回头见|下次见)\W*$",
     re.I,
