@@ -229,7 +229,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from pipeline.replay import run_replay
 
     settings = _client_settings(args)
-    summary = asyncio.run(run_replay(settings, Path(args.into), reindex=args.reindex))
+    summary = asyncio.run(
+        run_replay(settings, Path(args.into), reindex=args.reindex, re_extract=args.re_extract)
+    )
     _print_json(summary) if args.json else print(json.dumps(summary, indent=2, default=str))
     return 0
 
@@ -363,6 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
     stack_options(p)
     p.add_argument("--into", required=True, help="directory for the rebuilt views")
     p.add_argument("--reindex", action="store_true", help="re-embed with the configured encoder")
+    p.add_argument(
+        "--re-extract",
+        action="store_true",
+        help="call the configured LLM again for every remembered turn and record new extractions",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_replay)
 

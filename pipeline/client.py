@@ -28,7 +28,7 @@ from pipeline.recall.types import RecalledMemory
 from pipeline.settings import Settings
 from pipeline.stores.state_topic import StateFollower, make_producer, partition_for
 from schemas.codec import encode, validate
-from schemas.errors import HindsightError, InvalidEvent
+from schemas.errors import HindsightError, InvalidEvent, MemoryNotFound
 from schemas.events import CommandIssued, MemoriesRecalled, RecallHit, TurnRecorded, check_namespace
 from schemas.memory import MemoryRecord
 from topics.catalogue import topic_names
@@ -350,10 +350,17 @@ class Hindsight:
         return list(self._index.records(namespace))
 
     async def inspect(self, namespace: str, memory_id: str) -> MemoryRecord:
-        for record in self._index.records(namespace):
-            if record.id == memory_id:
-                return record
-        raise HindsightError(f"memory_id: no memory {memory_id!r} in namespace {namespace!r}")
+        """The memory with its provenance and history (the vector stays in the index)."""
+        check_namespace(namespace)
+        record = self._index.get(memory_id)
+        if record is None or record.namespace != namespace:
+            raise MemoryNotFound(namespace, memory_id)
+        return record
+
+    @property
+    def watermarks(self) -> dict[tuple[str, int], int]:
+        """Input offsets the recall view has applied, per (topic, partition) (I5)."""
+        return self._follower.watermarks
 
     async def stats(self, namespace: str) -> dict[str, Any]:
         records = self.records(namespace)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import base64
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from pipeline.encoders import Encoder
+from pipeline.logic.llm_extraction import apply_extraction
 from pipeline.processor import (
     Change,
     NamespaceBank,
@@ -31,7 +32,7 @@ from pipeline.processor import (
 from pipeline.settings import MemoryPolicy
 from schemas.codec import decode_event
 from schemas.errors import InvalidEvent
-from schemas.events import CommandIssued, MemoriesRecalled, TurnRecorded
+from schemas.events import CommandIssued, ExtractionRecorded, MemoriesRecalled, TurnRecorded
 from schemas.memory import DeadLetter, MemoryRecord
 
 BankLoader = Callable[[str], Iterable[MemoryRecord]]
@@ -142,7 +143,13 @@ class MemoryEngine:
             )
         return event
 
-    def process(self, batch: Sequence[RawRecord]) -> BatchResult:
+    def process(
+        self,
+        batch: Sequence[RawRecord],
+        extractions: Mapping[tuple[str, str], ExtractionRecorded] | None = None,
+    ) -> BatchResult:
+        """Apply a batch; ``extractions`` ((namespace, turn event id) → recorded LLM extraction)
+        override the rules for those turns. They come from the log, never from a live call (I2)."""
         result = BatchResult()
         decoded: list[tuple[RawRecord, TurnRecorded | CommandIssued | MemoriesRecalled]] = []
         for raw in batch:
@@ -162,6 +169,9 @@ class MemoryEngine:
         for index, (_, event) in enumerate(decoded):
             if isinstance(event, TurnRecorded):
                 prepared[index] = prepare_turn(event)
+                recorded = (extractions or {}).get((event.namespace, event.event_id))
+                if recorded is not None:
+                    prepared[index] = apply_extraction(prepared[index], recorded)
         to_embed = [i for i, p in prepared.items() if p.classification.remember]
         vectors = self.encoder.encode([prepared[i].search_text for i in to_embed])
         vector_of = {i: vectors[n] for n, i in enumerate(to_embed)}

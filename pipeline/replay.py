@@ -5,6 +5,10 @@ each partition's three topics by producer timestamp (then topic role, then offse
 live worker saw them in — and drives the same ``MemoryEngine`` the worker uses. Writes a fresh
 Milvus Lite file (or collection), a fresh compacted state topic, and a JSONL snapshot for audit.
 ``until`` stops at an event time: "what did we believe at time T?".
+
+Recorded LLM extractions (``hindsight.extractions.v1``) are applied as the worker applied them;
+replay never calls the LLM, unless ``re_extract`` asks for the explicit reprocess mode, which
+calls it for every remembered turn and records the answers (a new revision) before using them.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime
@@ -23,6 +28,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from tqdm import tqdm
 
 from pipeline.encoders import Encoder, load_encoder
+from pipeline.llm_extractor import open_recorded_extractions
 from pipeline.memory_engine import MemoryEngine, RawRecord
 from pipeline.settings import Settings
 from pipeline.stores.milvus_view import MilvusView
@@ -120,6 +126,7 @@ async def run_replay(
     encoder: Encoder | None = None,
     target_prefix: str | None = None,
     progress: bool = True,
+    re_extract: bool = False,
 ) -> dict[str, Any]:
     """Rebuild into ``into`` (Milvus Lite file + snapshot) and a fresh state topic prefix."""
     into = into.resolve()
@@ -148,6 +155,15 @@ async def run_replay(
         producer, target_names["memory_state"], target_names["memory_updates"], target.partitions
     )
     engine = MemoryEngine(enc, settings.memory, lambda _ns: [], {})
+    # --- LLM extractions: read the records (the source log's topic); call only on re_extract. ---
+    try:
+        recorded = await open_recorded_extractions(
+            settings, producer, call_llm=re_extract, re_extract=re_extract, load_all=True
+        )
+    except BaseException:
+        await producer.stop()
+        raise
+    extraction_counts: Counter[str] = Counter()
     started = time.perf_counter()
     applied = 0
     bar = tqdm(total=None, unit="event", desc="replay", disable=not progress)
@@ -155,7 +171,9 @@ async def run_replay(
         async for batch, total in read_log(settings, until):
             if bar.total is None:
                 bar.total = total
-            result = await loop.run_in_executor(None, engine.process, batch)
+            extractions = await recorded.for_batch(batch)
+            extraction_counts.update(recorded.drain_counts())
+            result = await loop.run_in_executor(None, engine.process, batch, extractions)
             records = list(result.final_records().values())
             erased = {c.record.id for c in result.changes if c.change == "erased"}
             records = [r for r in records if r.id not in erased]
@@ -184,6 +202,7 @@ async def run_replay(
             bar.update(len(batch))
     finally:
         bar.close()
+        await recorded.stop()
         await producer.stop()
     elapsed = time.perf_counter() - started
     snapshot = into / "memory-state.jsonl"
@@ -205,4 +224,6 @@ async def run_replay(
         "encoder": enc.name,
         "reindex": reindex,
         "until": until.isoformat() if until else None,
+        "re_extract": re_extract,
+        "extractions": dict(extraction_counts),
     }

@@ -173,6 +173,14 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
             applied[(topic, int(partition))] = offset
         producer = make_producer(settings.bootstrap or "", f"{settings.app_id}-views")
         await producer.start()
+        # --- LLM extractor (optional, I2): answers are recorded in the log before use. Opened
+        # before the engine, so a failure never leaves a worker silently using the rules. ---
+        if settings.llm_base_url:
+            from pipeline.llm_extractor import open_recorded_extractions
+
+            state["extractions"] = await open_recorded_extractions(
+                settings, producer, call_llm=True
+            )
         state["engine"] = MemoryEngine(enc, settings.memory, view.load_namespace, applied, counters)
         state["committer"] = ViewCommitter(settings, view, producer)
         state["view"] = view
@@ -181,6 +189,9 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
 
     @app.on_before_shutdown.connect  # type: ignore[misc, arg-type]
     async def close_views(app: faust.App, **_: Any) -> None:
+        extractions = state.get("extractions")  # LLM extractor: stop before its producer
+        if extractions is not None:
+            await extractions.stop()
         producer = state.get("producer")
         if producer is not None:
             await producer.stop()
@@ -228,7 +239,13 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
                 for event in events
             ]
             started = time.perf_counter()
-            result = await loop.run_in_executor(None, state["engine"].process, batch)
+            # --- LLM extractor: look up / call / record (acked) before the engine uses them. ---
+            extractions = None
+            if "extractions" in state:
+                extractions = await state["extractions"].for_batch(batch, state["engine"].applied)
+            result = await loop.run_in_executor(None, state["engine"].process, batch, extractions)
+            if "extractions" in state:
+                result.counts.update(state["extractions"].drain_counts())
             await state["committer"].commit(result)
             log.debug("batch of %d in %.1f ms", len(batch), (time.perf_counter() - started) * 1000)
 

@@ -26,3 +26,12 @@ class UnknownSchemaVersion(InvalidEvent):
 
 class WatermarkTimeout(HindsightError):
     """A read-your-writes wait that the views did not reach in time."""
+
+
+class MemoryNotFound(HindsightError):
+    """No memory with that id in the namespace (or it was erased)."""
+
+    def __init__(self, namespace: str, memory_id: str) -> None:
+        self.namespace = namespace
+        self.memory_id = memory_id
+        super().__init__(f"memory_id: no memory {memory_id!r} in namespace {namespace!r}")

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from schemas.memory import Kind, Triplet
+
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 MAX_TURN_CHARS = 16_000
 MAX_EVENT_BYTES = 256 * 1024
@@ -20,6 +22,7 @@ MAX_EVENT_BYTES = 256 * 1024
 TURN_SCHEMA_VERSION: Final = 2
 COMMAND_SCHEMA_VERSION: Final = 1
 SIGNAL_SCHEMA_VERSION: Final = 1
+EXTRACTION_SCHEMA_VERSION: Final = 1
 
 
 def _check_namespace(value: str) -> str:
@@ -117,18 +120,61 @@ class MemoriesRecalled(_Event):
     hits: list[RecallHit] = Field(default_factory=list, max_length=1_000)
 
 
+class ExtractorInfo(BaseModel):
+    """Which extractor produced a record: the model and the prompt it was asked with."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    model: str = Field(min_length=1, max_length=256)
+    prompt_version: str = Field(min_length=1, max_length=64)
+
+
+class Extraction(BaseModel):
+    """What an extractor decided about one turn (the LLM's answer, or the rules' on fallback)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    remember: bool
+    kind: Kind
+    importance: float = Field(ge=0.0, le=1.0)
+    triplet: Triplet | None = None
+    entities: list[str] = Field(default_factory=list, max_length=64)
+    # When set, the memory's content instead of the turn text (e.g. pronouns resolved).
+    content: str | None = Field(default=None, max_length=MAX_TURN_CHARS)
+
+
+class ExtractionRecorded(_Event):
+    """A non-deterministic extraction, recorded before it is used so replay reads it (I2).
+
+    ``event_time`` is the turn's. ``source`` says whether the LLM answered or the rules' result
+    stood in (with ``error`` saying why). A turn's extraction is the first record of its highest
+    ``revision``: live records are revision 0 and an explicit re-extract replay writes a higher one.
+    """
+
+    schema_version: Literal[1] = EXTRACTION_SCHEMA_VERSION
+    event_type: Literal["ExtractionRecorded"] = "ExtractionRecorded"
+    turn_event_id: EventId
+    extractor: ExtractorInfo
+    extraction: Extraction
+    source: Literal["llm", "rules_fallback"] = "llm"
+    error: str | None = Field(default=None, max_length=2_000)
+    revision: int = Field(default=0, ge=0)
+
+
 InputEvent = TurnRecorded | CommandIssued | MemoriesRecalled
 
 EVENT_TYPES: dict[str, type[_Event]] = {
     "TurnRecorded": TurnRecorded,
     "CommandIssued": CommandIssued,
     "MemoriesRecalled": MemoriesRecalled,
+    "ExtractionRecorded": ExtractionRecorded,
 }
 
 CURRENT_VERSIONS: dict[str, int] = {
     "TurnRecorded": TURN_SCHEMA_VERSION,
     "CommandIssued": COMMAND_SCHEMA_VERSION,
     "MemoriesRecalled": SIGNAL_SCHEMA_VERSION,
+    "ExtractionRecorded": EXTRACTION_SCHEMA_VERSION,
 }
 
 

@@ -3,6 +3,10 @@
 Every pipeline topic is keyed by namespace and shares one partition count, so a namespace lands on
 the same partition number everywhere (co-partitioning, invariant I3). The memory-state topic is
 keyed by memory id for compaction but written to its namespace's partition explicitly.
+
+The extractions topic is part of the truth (recorded LLM extractions, I2) and kept forever, but it
+is not an input the worker consumes: the worker and replay read it to look records up, by the
+partition of the turn they belong to.
 """
 
 from __future__ import annotations
@@ -10,7 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Role = Literal["turns", "commands", "signals", "memory_state", "memory_updates", "dead_letters"]
+Role = Literal[
+    "turns",
+    "commands",
+    "signals",
+    "extractions",
+    "memory_state",
+    "memory_updates",
+    "dead_letters",
+]
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,7 @@ TOPICS: dict[Role, TopicSpec] = {
         TopicSpec("turns", "hindsight.turns.v1", "delete", -1),
         TopicSpec("commands", "hindsight.commands.v1", "delete", -1),
         TopicSpec("signals", "hindsight.signals.v1", "delete", -1),
+        TopicSpec("extractions", "hindsight.extractions.v1", "delete", -1),
         TopicSpec(
             "memory_state",
             "hindsight.memory-state.v1",

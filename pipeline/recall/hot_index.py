@@ -293,10 +293,15 @@ class NamespaceView:
         result: DoubleArray = np.minimum(self.log_activation[: self.size], decayed)
         return result
 
-    def window_mask(self, window: TimeWindow) -> BoolArray:
-        """Rows created inside ``window``: bisect the time index, or one vector compare if wide."""
+    def window_rows(self, window: TimeWindow) -> tuple[int, int]:
+        """Positions ``[low, high)`` of the window in the created-time index (two bisects)."""
         low = bisect.bisect_left(self._by_time, (window.start.timestamp(), ""))
         high = bisect.bisect_left(self._by_time, (window.end.timestamp(), ""))
+        return low, high
+
+    def window_mask(self, window: TimeWindow) -> BoolArray:
+        """Rows created inside ``window``: bisect the time index, or one vector compare if wide."""
+        low, high = self.window_rows(window)
         # Per-id slot lookups cost ~100× a vectorised compare per row: bisect only narrow windows.
         if high - low > 256:
             created = self.created[: self.size]
@@ -310,8 +315,7 @@ class NamespaceView:
         return mask
 
     def ids_in_window(self, window: TimeWindow) -> list[str]:
-        low = bisect.bisect_left(self._by_time, (window.start.timestamp(), ""))
-        high = bisect.bisect_left(self._by_time, (window.end.timestamp(), ""))
+        low, high = self.window_rows(window)
         return [memory_id for _, memory_id in self._by_time[low:high]]
 
 
@@ -454,9 +458,12 @@ class NamespaceSearch:
             sims = self._exact_similarities()
             return [(s, float(sims[s])) for s in top_k(sims, self._mask(where), k).tolist()]
         if where.window is not None:
-            ids = self.view.ids_in_window(where.window)
-            if len(ids) <= _EXACT_WINDOW_ROWS:
-                slots = np.fromiter((self.view.slot_of[i] for i in ids), np.int64, len(ids))
+            low, high = self.view.window_rows(where.window)
+            if high - low <= _EXACT_WINDOW_ROWS:
+                # A narrow window: its rows are few, score them all exactly.
+                slot_of = self.view.slot_of
+                ids = self.view.ids_in_window(where.window)
+                slots = np.fromiter((slot_of[i] for i in ids), np.int64, len(ids))
                 return self._rescored(slots[where.check(self.view, slots)], k)
         fetch = max(_ANN_FETCH_FACTOR * k, self._fetch)
         while True:
