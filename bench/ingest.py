@@ -136,6 +136,7 @@ async def run(data: Path, settings: Settings, keep: bool = False) -> dict[str, A
             live = [r for ns in namespaces for r in client.records(ns)]
         peak = peak_rss_mb(worker.process.pid) if worker.process else None
         worker.stop()
+        metrics = orjson.loads((work / "worker-metrics.json").read_bytes())
 
         replay = await run_replay(settings, work / "replay", encoder=encoder, progress=False)
         rebuilt = [
@@ -151,9 +152,19 @@ async def run(data: Path, settings: Settings, keep: bool = False) -> dict[str, A
             "encoder": encoder.name,
             "turns_per_s": round(len(turns) / ingest_seconds, 1),
             "embedding_only_turns_per_s": round(embedding_only, 1),
+            # Against the isolated encoder run (before the worker started) ...
             "pipeline_overhead_pct": round(
                 (embedding_only / (len(turns) / ingest_seconds) - 1) * 100, 1
             ),
+            # ... and against the encoder time inside the worker during this very ingest.
+            "ingest_seconds": round(ingest_seconds, 2),
+            "worker_encode_seconds": metrics.get("encode_seconds"),
+            "worker_batch_seconds": metrics.get("batch_seconds"),
+            "overhead_vs_worker_encode_pct": round(
+                (ingest_seconds / metrics["encode_seconds"] - 1) * 100, 1
+            )
+            if metrics.get("encode_seconds")
+            else None,
             "replay_turns_per_s": replay["events_per_s"],
             "replay_matches_live": views_match(live, rebuilt),
             "memories": len(live),

@@ -9,6 +9,7 @@ records in and write the result out.
 from __future__ import annotations
 
 import base64
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -63,6 +64,7 @@ class BatchResult:
     republish: list[MemoryRecord] = field(default_factory=list)
     # Per-namespace counters the view stores beside its watermarks (see MemoryEngine.bank).
     counters: dict[str, int] = field(default_factory=dict)
+    encode_seconds: float = 0.0  # time spent in the encoder, for the overhead benchmark
 
     def final_records(self) -> dict[str, MemoryRecord]:
         """The last state of every record the batch touched (what the views must upsert)."""
@@ -173,7 +175,9 @@ class MemoryEngine:
                 if recorded is not None:
                     prepared[index] = apply_extraction(prepared[index], recorded)
         to_embed = [i for i, p in prepared.items() if p.classification.remember]
+        encode_started = time.perf_counter()
         vectors = self.encoder.encode([prepared[i].search_text for i in to_embed])
+        result.encode_seconds = time.perf_counter() - encode_started
         vector_of = {i: vectors[n] for n, i in enumerate(to_embed)}
 
         for index, (raw, event) in enumerate(decoded):

@@ -54,6 +54,8 @@ class ViewCommitter:
             producer, names["memory_state"], names["memory_updates"], settings.partitions
         )
         self.counts: Counter[str] = Counter()
+        # Wall time inside batches and inside the encoder: pipeline overhead = batch - encode.
+        self.timings: dict[str, float] = {"encode_seconds": 0.0, "batch_seconds": 0.0}
         self.unflushed = False
         self._metrics_path = settings.data_dir / "worker-metrics.json"
 
@@ -106,12 +108,12 @@ class ViewCommitter:
         if marks:
             await loop.run_in_executor(None, self._view.set_watermarks, marks)
         self.counts.update(result.counts)
-        self._write_metrics()
 
-    def _write_metrics(self) -> None:
+    def write_metrics(self) -> None:
         turns = self.counts.get("turns", 0)
         payload = {
             **dict(self.counts),
+            **{key: round(value, 3) for key, value in self.timings.items()},
             "filter_rate": (self.counts.get("filtered", 0) / turns) if turns else 0.0,
         }
         try:
@@ -247,7 +249,11 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
             if "extractions" in state:
                 result.counts.update(state["extractions"].drain_counts())
             await state["committer"].commit(result)
-            log.debug("batch of %d in %.1f ms", len(batch), (time.perf_counter() - started) * 1000)
+            elapsed = time.perf_counter() - started
+            state["committer"].timings["encode_seconds"] += result.encode_seconds
+            state["committer"].timings["batch_seconds"] += elapsed
+            state["committer"].write_metrics()
+            log.debug("batch of %d in %.1f ms", len(batch), elapsed * 1000)
 
     return app
 

@@ -7,12 +7,16 @@ cheap and exact); above it these keep one recall's cost from growing with the na
 Why usearch for the graph: its HNSW supports remove and rename by key, so the hot matrix's
 swap-remove maps to one ``remove`` + one ``rename`` and a hard erase leaves nothing searchable
 (faiss's HNSW has no remove: tombstones and rebuilds). Keys are matrix slots, so a search answer
-indexes the matrix and the per-row columns directly, with no id lookups.
+indexes the matrix and the per-row columns directly, with no id lookups. The hot view keeps one
+graph per region: a routed query searches its region's graph alone, where one shared graph would
+return the query's neighbours from other regions and need ever larger over-fetches.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +26,8 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -34,10 +40,13 @@ class AnnParams:
     dtype: str = "f16"
 
 
+@functools.cache
 def ann_available() -> bool:
+    """Whether usearch imports; without it every namespace is scanned exactly (logged once)."""
     try:
         import usearch.index  # noqa: F401
     except ImportError:
+        log.warning("usearch is not installed: large namespaces are scanned exactly")
         return False
     return True
 
@@ -70,11 +79,12 @@ class AnnIndex:
         self._index.remove(slot)
         self._index.add(slot, vector, threads=1)
 
-    def remove(self, slot: int, moved_from: int | None = None) -> None:
-        """Drop ``slot``; when the matrix moved row ``moved_from`` into it, follow the move."""
+    def remove(self, slot: int) -> None:
         self._index.remove(slot)
-        if moved_from is not None:
-            self._index.rename(moved_from, slot)
+
+    def rename(self, old: int, new: int) -> None:
+        """Re-key a row the hot matrix moved (swap-remove): no vector copy, no graph change."""
+        self._index.rename(old, new)
 
     def search(self, query: FloatArray, count: int) -> IntArray:
         """Up to ``count`` slots, nearest first (approximate)."""

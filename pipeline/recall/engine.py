@@ -17,7 +17,7 @@ from pipeline.recall.context import Language, format_context, format_line
 from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
 from pipeline.recall.hot_index import HotIndex, NamespaceSearch, NamespaceView, RowFilter
 from pipeline.recall.lexical import tokenize
-from pipeline.recall.routing import RouteDecision, classify
+from pipeline.recall.routing import RouteDecision, classify, seeks_recency
 from pipeline.recall.scoring import (
     DEFAULT_TUNING,
     SECONDS_PER_DAY,
@@ -224,6 +224,8 @@ class RecallEngine:
             # Inside the window, the most similar first.
             ranked["temporal"] = listed(search.filter(window=window))
         coverage = {hit.memory_id: hit.coverage for hit in bm25_hits}
+        # Full freshness weight only for a query after recent things; a named window decides alone.
+        recent = window is None and seeks_recency(query)
         entity_score = {hit.memory_id: hit.score for hit in entity_hits}
 
         def score_all(first_pass: set[str] | None) -> list[_Candidate]:
@@ -260,7 +262,9 @@ class RecallEngine:
             fresh = freshness_days(
                 (at.timestamp() - created) / SECONDS_PER_DAY, self.policy.freshness_lambda_per_day
             )
-            scores = final_score(rel, view.importance[slots], fresh, self.policy)
+            scores = final_score(
+                rel, view.importance[slots], fresh, self.policy, self.tuning, wants_recent=recent
+            )
             return [
                 _Candidate(
                     item,

@@ -9,8 +9,9 @@ same index back. Per namespace it keeps
 - per-row numpy columns (region, created time, importance, activation, hidden-since) so
   prefilters and the activation path are vectorised too;
 - the BM25 index, the entity index and a created-time-sorted index for temporal windows;
-- from ``RecallTuning.ann_min_rows`` rows on, an HNSW graph over the matrix (keyed by slot) and a
-  decay-ordered activation list (``ann.py``), so a recall reads candidates, not every row.
+- from ``RecallTuning.ann_min_rows`` rows on, an HNSW graph per region over the matrix (keyed by
+  slot) and a decay-ordered activation list (``ann.py``), so a recall reads candidates, not every
+  row.
 
 ``NamespaceSearch`` is one recall's reader: exact vectorised scans on a small namespace, the
 graph and per-candidate filters on a large one.
@@ -21,7 +22,6 @@ Namespaces never share a structure (I8): a recall only ever touches its own name
 from __future__ import annotations
 
 import bisect
-import logging
 import math
 import threading
 from collections.abc import Collection, Iterable
@@ -59,11 +59,9 @@ _EXACT_WINDOW_ROWS = 4096
 # Over-fetch from the graph before filters; grown ×4 while too few candidates pass, up to the cap
 # (beyond it the filter is selective enough that an exact scan of the rows it keeps is cheaper).
 _ANN_FETCH_FACTOR = 4
-_ANN_FETCH_CAP = 4096
+_ANN_FETCH_CAP = 2048
 # Activation walk steps before falling back to one vectorised scan.
 _ACTIVATION_STEPS_PER_RESULT = 64
-
-log = logging.getLogger(__name__)
 
 
 class HotIndexError(HindsightError):
@@ -99,7 +97,7 @@ class NamespaceView:
         # (created epoch, id), sorted: temporal windows are two bisects.
         self._by_time: list[tuple[float, str]] = []
         # Large-namespace structures (None while the namespace is scanned exactly).
-        self.ann: AnnIndex | None = None
+        self.ann: list[AnnIndex] | None = None  # one graph per region code
         self.by_activation: ActivationOrder | None = None
 
     # ----- writes -----
@@ -158,12 +156,8 @@ class NamespaceView:
             added = False
         if self.dimension is not None:
             row = vector if vector is not None else np.zeros(self.dimension, dtype=np.float32)
-            # Status and activation updates keep the vector: the graph is touched only on change.
-            if self.ann is not None and (added or not np.array_equal(self.matrix[slot], row)):
-                if added:
-                    self.ann.add(np.array([slot], dtype=np.int64), row[None, :])
-                else:
-                    self.ann.replace(slot, row)
+            if self.ann is not None:
+                self._regraph(slot, row, REGION_CODE[record.region], added)
             self.matrix[slot] = row
         self.region[slot] = REGION_CODE[record.region]
         self.created[slot] = record.created_at.timestamp()
@@ -190,11 +184,23 @@ class NamespaceView:
             if previous is not None:
                 self._untime(previous)
             bisect.insort(self._by_time, (record.created_at.timestamp(), record.id))
-        # The matrix row is the one copy of the vector: a list of 384 Python floats per record
-        # would cost ~12 KB each (1.2 GB at 100k).
+        # The matrix row (and the graph's f16 copy) hold the vector: a list of 384 Python floats
+        # per record would cost ~12 KB each (1.2 GB at 100k).
         stored = record.model_copy(update={"vector": []}) if record.vector else record
         self.records[record.id] = stored
         self._rescale()
+
+    def _regraph(self, slot: int, row: FloatArray, code: int, added: bool) -> None:
+        """Keep the region graphs in step with a row (before the matrix and region are written)."""
+        assert self.ann is not None
+        old = None if added else int(self.region[slot])
+        if old is not None and old != code:
+            self.ann[old].remove(slot)
+        if old != code:
+            self.ann[code].add(np.array([slot], dtype=np.int64), row[None, :])
+        elif not np.array_equal(self.matrix[slot], row):
+            # Status and activation updates keep the vector: the graph changes only with it.
+            self.ann[code].replace(slot, row)
 
     def _rescale(self) -> None:
         """Build the large-namespace structures past the threshold; drop them below half of it."""
@@ -203,11 +209,14 @@ class NamespaceView:
             if threshold is None or self.size < threshold or self.dimension is None:
                 return
             if not ann_available():
-                log.warning("usearch is not installed: namespace %r stays exact", self.namespace)
                 return
             # One bulk build when the namespace crosses the threshold (seconds at 20k rows).
-            self.ann = AnnIndex(self.dimension, self._tuning.ann)
-            self.ann.add(np.arange(self.size, dtype=np.int64), self.matrix[: self.size])
+            self.ann = []
+            for code in range(len(REGIONS)):
+                slots = np.flatnonzero(self.region[: self.size] == code).astype(np.int64)
+                graph = AnnIndex(self.dimension, self._tuning.ann)
+                graph.add(slots, self.matrix[slots])
+                self.ann.append(graph)
             order = ActivationOrder()
             for slot, memory_id in enumerate(self.ids):
                 order.set(
@@ -234,7 +243,9 @@ class NamespaceView:
         last = self.size - 1
         # The graph follows the swap-remove: the erased key goes, the moved row is re-keyed.
         if self.ann is not None:
-            self.ann.remove(slot, moved_from=last if slot != last else None)
+            self.ann[int(self.region[slot])].remove(slot)
+            if slot != last:
+                self.ann[int(self.region[last])].rename(last, slot)
         if self.by_activation is not None:
             self.by_activation.discard(memory_id)
         if slot != last:
@@ -401,10 +412,10 @@ class RowFilter:
 class NamespaceSearch:
     """One recall's reads of one namespace (call under ``HotIndex.lock``).
 
-    Exact when the namespace has no graph (or ``exact``): one matrix-vector product and vectorised
-    masks, computed once and shared by every path. Otherwise approximate: the graph over-fetches,
-    filters run on the candidates only, the kept ones are re-scored exactly from the matrix, and
-    activation comes from the decay-ordered list.
+    Exact when the namespace has no graphs (or ``exact``): one matrix-vector product and
+    vectorised masks, computed once and shared by every path. Otherwise approximate: the graphs of
+    the wanted regions over-fetch, the other filters run on those candidates only, the kept ones
+    are re-scored exactly from the matrix, and activation comes from the decay-ordered list.
     """
 
     def __init__(
@@ -430,8 +441,8 @@ class NamespaceSearch:
         self._similarities: FloatArray | None = None
         self._log_activations: DoubleArray | None = None
         self._masks: dict[RowFilter, BoolArray] = {}
-        self._fetched = np.zeros(0, dtype=np.int64)  # graph answer so far, shared by the paths
-        self._fetch = 0
+        # Each region graph's answer so far, shared by the paths: {code: (count asked, slots)}.
+        self._fetched: dict[int, tuple[int, IntArray]] = {}
 
     def filter(
         self, regions: Collection[Region] | None = None, window: TimeWindow | None = None
@@ -465,11 +476,15 @@ class NamespaceSearch:
                 ids = self.view.ids_in_window(where.window)
                 slots = np.fromiter((slot_of[i] for i in ids), np.int64, len(ids))
                 return self._rescored(slots[where.check(self.view, slots)], k)
-        fetch = max(_ANN_FETCH_FACTOR * k, self._fetch)
+        codes = sorted(where.regions) if where.regions is not None else range(len(REGIONS))
+        if not codes:
+            return []
+        fetch = _ANN_FETCH_FACTOR * k
         while True:
-            slots = self._graph(fetch)
+            parts = [self._graph(code, fetch) for code in codes]
+            slots = np.concatenate(parts)
             kept = slots[where.check(self.view, slots)]
-            if kept.size >= k or slots.size >= self.view.size:
+            if kept.size >= k or all(part.size < fetch for part in parts):
                 return self._rescored(kept, k)
             if fetch >= _ANN_FETCH_CAP:
                 # A selective filter: the rows it keeps are few, score them all exactly.
@@ -510,13 +525,14 @@ class NamespaceSearch:
             mask = self._masks[where] = where.mask(self.view)
         return mask
 
-    def _graph(self, count: int) -> IntArray:
-        """The graph's nearest ``count`` slots; a larger ask re-searches, a smaller one reuses."""
+    def _graph(self, code: int, count: int) -> IntArray:
+        """A region graph's nearest ``count`` slots; a larger ask re-searches, a smaller reuses."""
         assert self.view.ann is not None
-        if count > self._fetch:
-            self._fetched = self.view.ann.search(self.query, count)
-            self._fetch = count
-        return self._fetched[:count]
+        asked, slots = self._fetched.get(code, (0, np.zeros(0, dtype=np.int64)))
+        if count > asked:
+            slots = self.view.ann[code].search(self.query, count)
+            self._fetched[code] = (count, slots)
+        return slots[:count]
 
     def _rescored(self, slots: IntArray, k: int) -> list[tuple[int, float]]:
         """Exact cosines for candidate slots, best ``k`` first (ties: lower slot, as ``top_k``)."""

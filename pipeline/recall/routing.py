@@ -149,6 +149,22 @@ _RULES: tuple[_Rule, ...] = (
     _zh("procedural", r"解决|修复|部署|安装|配置|排查|上线|回滚|升级", 0.6, "解决"),
 )
 
+# Words asking for what is recent or true now: only such a query gets the full freshness weight
+# (``scoring.score_weights``); for the rest recency only breaks ties. "New" before a capitalised
+# word is a name ("New York"), not a cue.
+_RECENCY = re.compile(
+    r"\b(?:new(?!\s+(?-i:[A-Z]))|newer|newest|latest|recent|recently|lately|current|currently|now|nowadays"
+    r"|these days|anymore|any more|at the moment|up to date|still)\b"
+    r"|最新|最近|近来|近期|现在|目前|如今|这些天|这阵子|还在|仍然|新(?:的|开|买|来|出|上)",
+    re.IGNORECASE,
+)
+
+
+def seeks_recency(query: str) -> bool:
+    """True when the query asks for recent things ("what's new", "lately", "still", "最近")."""
+    return _RECENCY.search(query) is not None
+
+
 # Ties go to the more specific region: "how did we fix it last week" is a how-to.
 _TIE_ORDER: dict[str, int] = {"procedural": 0, "episodic": 1, "semantic": 2}
 

@@ -71,11 +71,14 @@ def view_of(index: HotIndex) -> NamespaceView:
 
 def self_match(view: NamespaceView) -> None:
     """Every live row is found by its own vector, at its current slot, and only live rows are."""
-    assert view.ann is not None and len(view.ann) == view.size
-    everything = RowFilter(at=math.inf, include_history=True)  # only the graph decides
+    assert view.ann is not None and sum(len(graph) for graph in view.ann) == view.size
+    everything = RowFilter(at=math.inf, include_history=True)  # only the graphs decide
     for slot in range(view.size):
         search = NamespaceSearch(view, view.matrix[slot], AT, include_history=True)
         assert search.dense(1, everything)[0][0] == slot
+        # ... and it sits in its own region's graph.
+        own = RowFilter(math.inf, True, frozenset({int(view.region[slot])}))
+        assert search.dense(1, own)[0][0] == slot
 
 
 def test_graph_is_built_past_the_threshold_and_dropped_below_half() -> None:
@@ -83,7 +86,7 @@ def test_graph_is_built_past_the_threshold_and_dropped_below_half() -> None:
     view = view_of(index)
     assert view.ann is None and view.by_activation is None
     index.apply(corpus(THRESHOLD)[-1])
-    assert view.ann is not None and len(view.ann) == THRESHOLD
+    assert view.ann is not None and sum(len(graph) for graph in view.ann) == THRESHOLD
     assert view.by_activation is not None and len(view.by_activation) == THRESHOLD
     for record in corpus(THRESHOLD)[: THRESHOLD // 2 + 1]:
         index.remove(record.id)
@@ -102,7 +105,11 @@ def test_graph_follows_inserts_vector_changes_and_hard_erases() -> None:
             del records[memory_id]
         else:
             base = records.get(memory_id) or corpus(1)[0].model_copy(update={"id": memory_id})
-            changed = base.model_copy(update={"vector": unit(rng), "applied_offset": step})
+            # New vectors and, now and then, a new region: the row moves between graphs.
+            region = REGIONS[int(rng.integers(3))] if rng.random() < 0.3 else base.region
+            changed = base.model_copy(
+                update={"vector": unit(rng), "applied_offset": step, "region": region}
+            )
             index.apply(changed)
             records[memory_id] = changed
     assert view.size == len(records) >= THRESHOLD // 2
