@@ -17,6 +17,7 @@ from pipeline.recall.context import Language, format_context, format_line
 from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
 from pipeline.recall.hot_index import HotIndex, NamespaceSearch, NamespaceView, RowFilter
 from pipeline.recall.lexical import tokenize
+from pipeline.recall.neighbours import follow_ups
 from pipeline.recall.routing import RouteDecision, classify, seeks_recency
 from pipeline.recall.scoring import (
     DEFAULT_TUNING,
@@ -220,10 +221,16 @@ class RecallEngine:
             "entity": [(hit.memory_id, hit.score) for hit in entity_hits],
             "activation": most_active(routed),
         }
+        # The memory right after a keyword hit (its reply) inherits part of the hit's match.
+        follow = follow_ups(view, bm25_hits, search.visible, self.tuning.follow_up_share)
+        if follow:
+            ranked["follow_up"] = follow
         if window is not None:
             # Inside the window, the most similar first.
             ranked["temporal"] = listed(search.filter(window=window))
         coverage = {hit.memory_id: hit.coverage for hit in bm25_hits}
+        for memory_id, inherited in follow:
+            coverage[memory_id] = max(coverage.get(memory_id, 0.0), inherited)
         # Full freshness weight only for a query after recent things; a named window decides alone.
         recent = window is None and seeks_recency(query)
         entity_score = {hit.memory_id: hit.score for hit in entity_hits}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-PATHS: tuple[str, ...] = ("dense", "bm25", "entity", "temporal", "activation")
+PATHS: tuple[str, ...] = ("dense", "bm25", "entity", "temporal", "activation", "follow_up")
 
 DEFAULT_PATH_WEIGHTS: Mapping[str, float] = {
     "dense": 1.0,
@@ -17,6 +17,7 @@ DEFAULT_PATH_WEIGHTS: Mapping[str, float] = {
     "entity": 1.2,  # an exact identifier is the strongest single signal
     "temporal": 0.8,
     "activation": 0.3,  # query-independent: a tie-breaker, never a reason on its own
+    "follow_up": 0.5,  # second-hand: the reply to a keyword hit (``neighbours``)
 }
 RRF_K = 60
 

@@ -1,6 +1,12 @@
 import pytest
 
-from pipeline.recall.entities import STRONG, EntityIndex, extract_identifiers, query_entities
+from pipeline.recall.entities import (
+    STRONG,
+    EntityIndex,
+    extract_identifiers,
+    query_entities,
+    specificity,
+)
 
 
 @pytest.mark.parametrize(
@@ -47,3 +53,14 @@ def test_update_and_remove() -> None:
     assert index.search("redis", k=5) == []
     assert index.remove("m1") and not index.remove("m1")
     assert index.search("postgres", k=5) == [] and len(index) == 0
+
+
+def test_an_entity_most_memories_share_is_weak_evidence() -> None:
+    index = EntityIndex()
+    for number in range(20):
+        index.add(f"m{number:02d}", ["Caroline"], "Caroline, how was your week?")
+    index.add("rare", ["Caroline", "Okafor"], "Caroline met Dr. Okafor")
+    assert specificity(1, 21) == 1.0 and specificity(21, 21) < 0.3
+    hits = index.search("Did Caroline see Okafor?", k=3)
+    assert hits[0].memory_id == "rare"
+    assert all(hit.score < 0.3 for hit in hits[1:])  # a shared name alone says little

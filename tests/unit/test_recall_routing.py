@@ -1,6 +1,6 @@
 import pytest
 
-from pipeline.recall.routing import classify
+from pipeline.recall.routing import classify, seeks_recency
 
 
 @pytest.mark.parametrize(
@@ -42,3 +42,19 @@ def test_mixed_evidence_lowers_confidence() -> None:
     clear = classify("steps to deploy the api")
     mixed = classify("when did we decide the steps to deploy")
     assert mixed.confidence < clear.confidence
+
+
+@pytest.mark.parametrize(
+    ("query", "recent"),
+    [
+        ("What new food places have I tried?", True),
+        ("What am I currently reading?", True),
+        ("Do I still live in Berlin?", True),
+        ("我最近在看什么书？", True),
+        ("When did Caroline go to the support group?", False),
+        ("How was the trip to New York?", False),  # a name, not a cue
+        ("我去过哪家拉面店？", False),
+    ],
+)
+def test_seeks_recency(query: str, recent: bool) -> None:
+    assert seeks_recency(query) is recent

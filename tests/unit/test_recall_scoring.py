@@ -9,6 +9,7 @@ from pipeline.recall.scoring import (
     final_score,
     freshness,
     relevance,
+    score_weights,
     status_at,
     supersede_chain,
     truncate_by_gaps,
@@ -100,3 +101,24 @@ def test_supersede_chain_follows_links_and_stops_on_cycles() -> None:
     c = make_record("c", "z", superseded_by="a")  # a cycle must not loop
     records = {r.id: r for r in (a, b, c)}
     assert supersede_chain(a, records.get) == ["b", "c"]
+
+
+def test_meaning_and_wording_combine() -> None:
+    # A fair cosine and a fair lexical match together beat a slightly better single clue.
+    assert relevance(0.5, 0.5, 0.0, 0.0) > relevance(0.6, 0.0, 0.0, 0.0)
+    assert relevance(0.5, 0.5, 0.0, 0.0) > relevance(0.0, 0.7, 0.0, 0.0)
+    assert relevance(0.0, 1.0, 0.0, 0.0) == pytest.approx(0.8 * 0.85)  # either alone still counts
+
+
+def test_freshness_is_a_tie_breaker_unless_the_query_asks_for_recent_things() -> None:
+    assert score_weights(POLICY, wants_recent=True) == (0.6, 0.25, 0.15)
+    similarity_w, importance_w, freshness_w = score_weights(POLICY, wants_recent=False)
+    assert freshness_w < 0.05 and importance_w == 0.25
+    assert similarity_w + importance_w + freshness_w == pytest.approx(1.0)
+    # Old but clearly more relevant beats new and weaker, for a question about the past...
+    old, new = (0.75, 0.7, 0.05), (0.6, 0.7, 1.0)
+    assert final_score(*old, POLICY, wants_recent=False) > final_score(
+        *new, POLICY, wants_recent=False
+    )
+    # ...while "what's new" keeps the seed formula, where recency may win.
+    assert final_score(*new, POLICY) > final_score(*old, POLICY)

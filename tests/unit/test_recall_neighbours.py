@@ -1,0 +1,75 @@
+from datetime import timedelta
+
+from recall_support import AT, HashingEncoder, make_record
+
+from pipeline.recall import HotIndex, RecallEngine
+from pipeline.recall.lexical import tokenize
+from pipeline.recall.neighbours import follow_ups
+from schemas.memory import MemoryRecord, SourceTurn
+
+
+def turn(
+    memory_id: str, text: str, seconds: int, session: str = "s1", segment: str = "g1"
+) -> MemoryRecord:
+    created = AT - timedelta(days=30) + timedelta(seconds=seconds)
+    return make_record(
+        memory_id,
+        text,
+        created_at=created,
+        segment_id=segment,
+        provenance=[
+            SourceTurn(
+                event_id=f"e-{memory_id}", session_id=session, speaker="u", event_time=created
+            )
+        ],
+    )
+
+
+def index_of(*records: MemoryRecord) -> HotIndex:
+    index = HotIndex()
+    for record in records:
+        index.apply(record)
+    return index
+
+
+def test_the_reply_after_a_keyword_hit_inherits_its_match() -> None:
+    index = index_of(
+        turn("q", "What did you research for the adoption?", 0),
+        turn("other", "My sister called from Lisbon.", 1, session="s2"),  # interleaved session
+        turn("a", "Agencies, mostly - it has been a long road.", 2),
+        turn("later", "Want to grab lunch?", 3),
+    )
+    view = index.view("ns")
+    assert view is not None
+    hits = view.bm25.search(tokenize("what did she research for the adoption"), 5)
+    assert follow_ups(view, hits, lambda _id: True, 1.0) == [("a", hits[0].coverage)]
+    assert follow_ups(view, hits, lambda memory_id: memory_id != "a", 1.0) == []
+
+
+def test_no_inheritance_across_a_topic_boundary_or_a_long_pause() -> None:
+    index = index_of(
+        turn("q", "What did you research for the adoption?", 0),
+        turn("a", "Agencies, mostly.", 2, segment="g2"),
+        turn("q2", "Which adoption agency did you pick?", 10),
+        turn("a2", "The one downtown.", 10 + 2 * 3600),
+    )
+    view = index.view("ns")
+    assert view is not None
+    hits = view.bm25.search(tokenize("adoption research agency"), 5)
+    assert follow_ups(view, hits, lambda _id: True, 1.0) == []
+
+
+def test_recall_returns_the_answer_to_a_matching_question() -> None:
+    encoder = HashingEncoder()
+    index = index_of(
+        turn("q", "What did you research for the adoption?", 0),
+        turn("a", "Agencies, mostly - it has been a long road.", 2),
+        *(
+            turn(f"n{i}", f"Unrelated remark number {i} about gardening.", 100 + i)
+            for i in range(8)
+        ),
+    )
+    engine = RecallEngine(index, encoder)
+    found = engine.recall("ns", "What did she research for the adoption?", at=AT, limit=3)
+    assert [m.id for m in found[:2]] == ["q", "a"]
+    assert "follow_up" in found[1].explanation
