@@ -241,7 +241,11 @@ class RecallEngine:
             kept: list[tuple[Fused, Status]] = []
             for item in fused:
                 status = status_at(view.records[item.memory_id], at)
-                if status is not None and (include_history or status not in _HIDDEN):
+                # Forgotten is never recalled, history or not (audit goes through inspect);
+                # include_history brings back superseded facts and their supersede chain.
+                if status is None or status == "forgotten":
+                    continue
+                if include_history or status not in _HIDDEN:
                     kept.append((item, status))
             if not kept:
                 return []

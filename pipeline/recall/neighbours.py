@@ -33,7 +33,9 @@ def follow_ups(
     """``(memory id, inherited coverage)`` of the memory right after each hit, in hit order.
 
     "Right after" means the next memory in time of the same session, if it is in the same topic
-    segment and within ``within``; it inherits ``share`` × the hit's coverage. Each memory is
+    segment, within ``within`` and said by someone else (a reply; a speaker's next statement is
+    often about something else: "My daughter starts kindergarten in September." / "We changed
+    the car battery last weekend."). It inherits ``share`` × the hit's coverage. Each memory is
     listed once, from the best-ranked hit before it.
     """
     found: dict[str, float] = {}
@@ -47,7 +49,11 @@ def follow_ups(
             follower = view.records[memory_id]
             if not follower.provenance or follower.provenance[0].session_id != session:
                 continue  # another session interleaved in time
-            if follower.segment_id == record.segment_id and accept(memory_id):
+            if (
+                follower.segment_id == record.segment_id
+                and follower.provenance[0].speaker != record.provenance[0].speaker
+                and accept(memory_id)
+            ):
                 found.setdefault(memory_id, share * hit.coverage)
             break
     return list(found.items())

@@ -9,7 +9,12 @@ from schemas.memory import MemoryRecord, SourceTurn
 
 
 def turn(
-    memory_id: str, text: str, seconds: int, session: str = "s1", segment: str = "g1"
+    memory_id: str,
+    text: str,
+    seconds: int,
+    session: str = "s1",
+    segment: str = "g1",
+    speaker: str | None = None,
 ) -> MemoryRecord:
     created = AT - timedelta(days=30) + timedelta(seconds=seconds)
     return make_record(
@@ -19,7 +24,11 @@ def turn(
         segment_id=segment,
         provenance=[
             SourceTurn(
-                event_id=f"e-{memory_id}", session_id=session, speaker="u", event_time=created
+                event_id=f"e-{memory_id}",
+                session_id=session,
+                # Alternating speakers by default, as in a conversation.
+                speaker=speaker or ("ana" if seconds % 2 == 0 else "ben"),
+                event_time=created,
             )
         ],
     )
@@ -36,8 +45,8 @@ def test_the_reply_after_a_keyword_hit_inherits_its_match() -> None:
     index = index_of(
         turn("q", "What did you research for the adoption?", 0),
         turn("other", "My sister called from Lisbon.", 1, session="s2"),  # interleaved session
-        turn("a", "Agencies, mostly - it has been a long road.", 2),
-        turn("later", "Want to grab lunch?", 3),
+        turn("a", "Agencies, mostly - it has been a long road.", 3),
+        turn("later", "Want to grab lunch?", 4),
     )
     view = index.view("ns")
     assert view is not None
@@ -46,12 +55,14 @@ def test_the_reply_after_a_keyword_hit_inherits_its_match() -> None:
     assert follow_ups(view, hits, lambda memory_id: memory_id != "a", 1.0) == []
 
 
-def test_no_inheritance_across_a_topic_boundary_or_a_long_pause() -> None:
+def test_no_inheritance_across_a_topic_boundary_a_long_pause_or_from_oneself() -> None:
     index = index_of(
         turn("q", "What did you research for the adoption?", 0),
-        turn("a", "Agencies, mostly.", 2, segment="g2"),
+        turn("a", "Agencies, mostly.", 3, segment="g2"),
         turn("q2", "Which adoption agency did you pick?", 10),
-        turn("a2", "The one downtown.", 10 + 2 * 3600),
+        turn("a2", "The one downtown.", 11 + 2 * 3600),
+        turn("q3", "My daughter starts her adoption paperwork in May.", 20000, speaker="ana"),
+        turn("s3", "We changed the car battery last weekend.", 20001, speaker="ana"),
     )
     view = index.view("ns")
     assert view is not None
@@ -63,13 +74,14 @@ def test_recall_returns_the_answer_to_a_matching_question() -> None:
     encoder = HashingEncoder()
     index = index_of(
         turn("q", "What did you research for the adoption?", 0),
-        turn("a", "Agencies, mostly - it has been a long road.", 2),
+        turn("a", "Agencies, mostly - it has been a long road.", 3),
         *(
             turn(f"n{i}", f"Unrelated remark number {i} about gardening.", 100 + i)
             for i in range(8)
         ),
     )
     engine = RecallEngine(index, encoder)
-    found = engine.recall("ns", "What did she research for the adoption?", at=AT, limit=3)
+    question = "What did she research for the adoption?"
+    found = engine.recall("ns", question, at=AT, limit=3, truncate=False)
     assert [m.id for m in found[:2]] == ["q", "a"]
     assert "follow_up" in found[1].explanation
