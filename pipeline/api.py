@@ -314,8 +314,8 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
     async def forget(namespace: Namespace, body: ForgetIn, hs: Client) -> ForgetOut:
         ids = list(dict.fromkeys(body.ids))
         if body.query is not None:
-            found = await hs.recall(namespace, body.query, reinforce=False)
-            ids += [m.id for m in found.memories if m.id not in ids]
+            resolved = await hs.resolve_forget_query(namespace, body.query)
+            ids += [memory_id for memory_id in resolved if memory_id not in ids]
         if not ids and not body.all:
             field = "query" if body.query is not None else "ids"
             message = (

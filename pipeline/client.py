@@ -48,6 +48,9 @@ class Receipt:
 TurnReceipt = Receipt
 
 
+FORGET_TIE_MARGIN = 0.03
+
+
 class RecallResult(BaseModel):
     namespace: str
     query: str
@@ -228,8 +231,9 @@ class Hindsight:
         """
         ids = list(memory_ids)
         if query is not None:
-            found = await self.recall(namespace, query, at=at, reinforce=False)
-            ids += [m.id for m in found.memories]
+            ids += [
+                i for i in await self.resolve_forget_query(namespace, query, at=at) if i not in ids
+            ]
         if not ids and not whole_namespace:
             raise HindsightError(
                 "forget: give memory_ids, a query that matches, or whole_namespace=True"
@@ -243,6 +247,19 @@ class Hindsight:
             reason=reason,
             at=at,
         )
+
+    async def resolve_forget_query(
+        self, namespace: str, query: str, *, at: datetime | None = None
+    ) -> list[str]:
+        """The memories a forget-by-query means: the best match and its near-ties only.
+
+        Forgetting is destructive, so it takes less than a recall would show as context.
+        """
+        found = await self.recall(namespace, query, at=at, reinforce=False)
+        if not found.memories:
+            return []
+        best = found.memories[0].score
+        return [m.id for m in found.memories if m.score >= best - FORGET_TIE_MARGIN]
 
     async def advance(self, namespace: str, to: datetime) -> Receipt:
         """Move a namespace's event time forward (a tick: idle consolidation and cooling)."""

@@ -223,8 +223,8 @@ def create_mcp_server(client: Callable[[], Hindsight]) -> MCPServer[Any]:
             hs = client()
             ids = list(dict.fromkeys(memory_ids))
             if query:
-                found = await hs.recall(namespace, query, reinforce=False)
-                ids += [m.id for m in found.memories if m.id not in ids]
+                resolved = await hs.resolve_forget_query(namespace, query)
+                ids += [memory_id for memory_id in resolved if memory_id not in ids]
             if not ids and not whole_namespace:
                 raise InvalidEvent(
                     "nothing to forget: give memory_ids, a query that matches, or whole_namespace",

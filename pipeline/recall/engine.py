@@ -15,7 +15,13 @@ import numpy as np
 from pipeline.encoders import Encoder
 from pipeline.recall.context import Language, format_context, format_line
 from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
-from pipeline.recall.hot_index import HotIndex, NamespaceSearch, NamespaceView, RowFilter
+from pipeline.recall.hot_index import (
+    REGION_CODE,
+    HotIndex,
+    NamespaceSearch,
+    NamespaceView,
+    RowFilter,
+)
 from pipeline.recall.lexical import tokenize
 from pipeline.recall.neighbours import follow_ups
 from pipeline.recall.routing import RouteDecision, classify, seeks_recency
@@ -260,6 +266,17 @@ class RecallEngine:
                 (view.slot_of[item.memory_id] for item, _ in kept), dtype=np.int64, count=len(kept)
             )
             created = view.created[slots]
+            if window is not None:
+                inside_window = (created >= window.start.timestamp()) & (
+                    created < window.end.timestamp()
+                )
+                # A named window ("last week", "上周", "in May 2023") is a filter when anything
+                # falls inside it; only when nothing does are the nearest others shown, demoted.
+                if inside_window.any():
+                    flags = inside_window.tolist()
+                    kept = [pair for pair, ok in zip(kept, flags, strict=True) if ok]
+                    slots = slots[inside_window]
+                    created = created[inside_window]
             rel = relevance(
                 search.cosines(slots),
                 np.array([coverage.get(item.memory_id, 0.0) for item, _ in kept]),
@@ -267,6 +284,11 @@ class RecallEngine:
                 np.array([item.rrf for item, _ in kept]) / ceiling,
                 self.tuning,
             )
+            if explicit is None and primary == ["procedural"]:
+                # "How did we fix it?" asks for the fix, not for restatements of the problem,
+                # which share every keyword with the question: other regions step back a little.
+                in_route = view.region[slots] == REGION_CODE["procedural"]
+                rel = np.where(in_route, rel, rel * self.tuning.procedural_route_factor)
             if window is not None:
                 inside = (created >= window.start.timestamp()) & (created < window.end.timestamp())
                 rel = np.where(inside, rel, rel * self.tuning.outside_window_factor)

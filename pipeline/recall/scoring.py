@@ -34,6 +34,9 @@ class RecallTuning:
     # Relevance multiplier for memories outside a time window the query names: "what did I say
     # last week" is answered wrongly by anything else, however similar.
     outside_window_factor: float = 0.5
+    # Relevance multiplier for non-procedural memories when a query is confidently routed to
+    # procedural memory ("how did we fix …", "怎么解决").
+    procedural_route_factor: float = 0.85
     # Weight of freshness when the query does not ask for recent things (``seeks_recency``);
     # the rest of the policy's freshness weight goes to similarity. Recency is then a
     # tie-breaker between about equally relevant memories, not a reason to rank a weaker match
