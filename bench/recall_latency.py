@@ -596,8 +596,8 @@ def main(argv: list[str] | None = None) -> int:
                     row.update(got)
                 else:
                     row[layout.name] = got
-                if not args.json:
-                    print(f"n={n} {layout.name}: {json.dumps(got)}", file=sys.stderr)
+                # Progress on stderr either way: stdout carries only the report.
+                print(f"n={n} {layout.name}: {json.dumps(got)}", file=sys.stderr, flush=True)
                 gc.collect()
             report["sizes"][str(n)] = row
     keys = [str(n) for n in sizes]
