@@ -20,7 +20,7 @@ without it. Memories are realistic MemoryRecords: English and Chinese sentences 
 of creation times, some superseded and cold records, varied activation. Vectors: a pool of main
 sentences and of detail clauses is embedded once with the real encoder; a memory's vector is
 ``normalise(main + 0.5·detail + noise)``, the text being the main sentence, the detail clause and
-a per-memory id where the template has one (embedding 100k texts would take most of an hour on
+a per-memory id where the template has one (embedding 100k texts would take about half an hour on
 one core; the pool keeps the neighbourhood structure of real MiniLM vectors).
 """
 
