@@ -16,7 +16,7 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
@@ -412,19 +412,31 @@ async def wait_started(server: uvicorn.Server, task: asyncio.Task[None]) -> None
         await asyncio.sleep(0.05)
 
 
-async def serve_api(settings: Settings, host: str, port: int) -> None:
-    """Serve the API until SIGINT/SIGTERM (``hindsight api``)."""
+async def serve_until_signal(
+    app: Any, host: str, port: int, announce: Callable[[socket.socket], str]
+) -> None:
+    """Serve an ASGI app on host:port until SIGINT/SIGTERM, printing ``announce(sock)`` once up."""
     sock = bind_socket(host, port)
-    server = embedded_server(create_api(settings))
+    server = embedded_server(app)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         await wait_started(server, task)
-        print(f"Hindsight API on {bound_url(sock)} (docs {bound_url(sock, '/docs')})", flush=True)
+        print(announce(sock), flush=True)
         await task
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         sock.close()
+
+
+async def serve_api(settings: Settings, host: str, port: int) -> None:
+    """Serve the API until SIGINT/SIGTERM (``hindsight api``)."""
+    await serve_until_signal(
+        create_api(settings),
+        host,
+        port,
+        lambda sock: f"Hindsight API on {bound_url(sock)} (docs {bound_url(sock, '/docs')})",
+    )

@@ -11,7 +11,6 @@ errors whose text names the field; validation of the arguments is the SDK's (JSO
 from __future__ import annotations
 
 import asyncio
-import signal
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -281,22 +280,14 @@ _RECALLED_FIELDS = set(RecalledItem.model_fields) - {"citation"}
 
 async def serve_mcp_http(server: MCPServer[Any], host: str, port: int) -> None:
     """Serve streamable HTTP at ``/mcp`` until SIGINT/SIGTERM."""
-    from pipeline.api import bind_socket, bound_url, embedded_server, wait_started
+    from pipeline.api import bound_url, serve_until_signal
 
-    sock = bind_socket(host, port)
-    http = embedded_server(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host))
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: setattr(http, "should_exit", True))
-    task = asyncio.create_task(http.serve(sockets=[sock]))
-    try:
-        await wait_started(http, task)
-        print(f"Hindsight MCP (streamable HTTP) on {bound_url(sock, MCP_PATH)}", flush=True)
-        await task
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        sock.close()
+    await serve_until_signal(
+        server.streamable_http_app(streamable_http_path=MCP_PATH, host=host),
+        host,
+        port,
+        lambda sock: f"Hindsight MCP (streamable HTTP) on {bound_url(sock, MCP_PATH)}",
+    )
 
 
 async def serve_mcp(settings: Settings, transport: str, host: str, port: int) -> None:
