@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.stores.milvus_view import MilvusView
+from pipeline.views.milvus import MilvusView
 from schemas.memory import MemoryRecord
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -48,11 +48,11 @@ import numpy as np
 import numpy.typing as npt
 import psutil
 
-from pipeline.encoders import Encoder, Vectors, load_encoder
+from pipeline.models.encoders import Encoder, Vectors, load_encoder
 from pipeline.recall import HotIndex, RecallEngine
 from pipeline.recall.hot_index import NamespaceSearch
 from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning
-from pipeline.settings import RecallPolicy
+from pipeline.runtime.settings import RecallPolicy
 from schemas.memory import HistoryEntry, Kind, MemoryRecord, Region, SourceTurn, Status
 
 AT = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
@@ -357,7 +357,7 @@ def measure_layout(
     milvus_dir: Path,
     tuning: RecallTuning,
 ) -> dict[str, Any]:
-    from pipeline.stores.milvus_view import MilvusView
+    from pipeline.views.milvus import MilvusView
 
     load_before = os.getloadavg()
     target = layout.namespaces[0]

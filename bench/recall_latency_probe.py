@@ -17,9 +17,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import psutil
 
-from pipeline.encoders import Vectors
+from pipeline.models.encoders import Vectors
 from pipeline.recall import HotIndex, RecallEngine
-from pipeline.settings import RecallPolicy
+from pipeline.runtime.settings import RecallPolicy
 from schemas.memory import REGIONS, MemoryRecord
 
 AT = datetime(2024, 6, 1, tzinfo=UTC)

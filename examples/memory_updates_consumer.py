@@ -22,7 +22,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from pipeline.stores.state_topic import partition_for, partition_ids
+from pipeline.views.state_topic import partition_for, partition_ids
 from schemas.memory import MemoryChanged
 from topics.catalogue import topic_names
 

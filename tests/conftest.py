@@ -70,8 +70,8 @@ def stack_settings(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactor
     """Settings for a running worker: session broker, unique topics, Milvus Lite under tmp."""
     import asyncio
 
-    from pipeline.settings import Settings
-    from pipeline.stack import WorkerProcess, wait_worker_ready
+    from pipeline.runtime.settings import Settings
+    from pipeline.runtime.stack import WorkerProcess, wait_worker_ready
     from topics.admin import ensure_topics
 
     data_dir = tmp_path_factory.mktemp("hindsight")
@@ -99,8 +99,8 @@ def namespace() -> str:
 
 @pytest.fixture
 async def client(stack_settings):  # type: ignore[no-untyped-def]
-    from pipeline.client import Hindsight
-    from pipeline.encoders import load_encoder
+    from pipeline.interfaces.client import Hindsight
+    from pipeline.models.encoders import load_encoder
 
     async with Hindsight.connect(stack_settings, encoder=load_encoder("minilm")) as connected:
         yield connected

@@ -16,7 +16,7 @@ import numpy as np
 
 from bench.locomo.dataset import Conversation, LocomoTurn
 from bench.locomo.metrics import CONTEXT_K, RankedResult
-from pipeline.encoders import Encoder
+from pipeline.models.encoders import Encoder
 
 # Deep enough for the session metric (top sessions by first appearance) and every k we report.
 DEFAULT_DEPTH = 50

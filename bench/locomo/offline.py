@@ -31,11 +31,11 @@ from bench.locomo.dataset import Conversation, load_locomo
 from bench.locomo.metrics import QuestionScore, aggregate
 from bench.locomo.report import render_summary
 from bench.locomo.runner import RECALL_LIMIT, HindsightRetriever, evaluate
-from pipeline.encoders import Encoder, Vectors, load_encoder
-from pipeline.memory_engine import MemoryEngine, RawRecord
+from pipeline.ingest.engine import MemoryEngine, RawRecord
+from pipeline.models.encoders import Encoder, Vectors, load_encoder
 from pipeline.recall.engine import RecallEngine
 from pipeline.recall.hot_index import HotIndex
-from pipeline.settings import Settings
+from pipeline.runtime.settings import Settings
 from schemas.codec import encode, validate
 from schemas.events import TurnRecorded
 from schemas.memory import MemoryRecord

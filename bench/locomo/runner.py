@@ -33,7 +33,7 @@ from bench.locomo.metrics import (
     score_question,
 )
 from bench.locomo.report import render_markdown, render_summary
-from pipeline.settings import Settings
+from pipeline.runtime.settings import Settings
 
 METHODS = ("hindsight", "bm25", "dense")
 # Optional extra: BM25 without English stopwords (not run unless asked for).
@@ -126,13 +126,13 @@ async def open_method(name: str, settings: Settings) -> AsyncIterator[Retriever]
     elif name == "bm25_stop":
         yield BM25Retriever(stopwords=english_stopwords(), name=name)
     elif name == "dense":
-        from pipeline.encoders import load_encoder
+        from pipeline.models.encoders import load_encoder
 
         yield DenseRetriever(load_encoder(settings.encoder))
     elif name == "hindsight":
         # Imported here so the baselines run without the streaming stack.
-        from pipeline.client import Hindsight
-        from pipeline.stack import running_stack
+        from pipeline.interfaces.client import Hindsight
+        from pipeline.runtime.stack import running_stack
 
         async with running_stack(settings) as live, Hindsight.connect(live) as client:
             yield HindsightRetriever(client)

@@ -12,7 +12,7 @@ from datetime import datetime
 
 import numpy as np
 
-from pipeline.encoders import Encoder
+from pipeline.models.encoders import Encoder
 from pipeline.recall.context import Language, format_context, format_line
 from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
 from pipeline.recall.hot_index import (
@@ -38,7 +38,7 @@ from pipeline.recall.scoring import (
 )
 from pipeline.recall.temporal import NaiveTime, TimeWindow, parse_time_window
 from pipeline.recall.types import PathEvidence, RecalledMemory, RecallTrace
-from pipeline.settings import RecallPolicy
+from pipeline.runtime.settings import RecallPolicy
 from schemas.memory import REGIONS, Region, Status
 
 _HIDDEN: frozenset[Status] = frozenset({"superseded", "forgotten"})

@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from pipeline.recall.ann import AnnParams
 from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
-from pipeline.settings import RecallPolicy
+from pipeline.runtime.settings import RecallPolicy
 from schemas.memory import MemoryRecord, Status
 
 SECONDS_PER_DAY = 86400.0

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from pipeline.api import create_api
-from pipeline.settings import Settings
+from pipeline.interfaces.http import create_api
+from pipeline.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
 

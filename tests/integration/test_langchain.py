@@ -10,13 +10,13 @@ pytest.importorskip("langchain_core")
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from pipeline.client import Hindsight
-from pipeline.integrations.langchain import (
+from pipeline.interfaces.client import Hindsight
+from pipeline.interfaces.langchain import (
     BackgroundHindsight,
     HindsightChatMessageHistory,
     HindsightRetriever,
 )
-from pipeline.settings import Settings
+from pipeline.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
 

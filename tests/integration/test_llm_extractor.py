@@ -25,14 +25,14 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from pipeline.client import Hindsight
-from pipeline.encoders import Encoder, load_encoder
-from pipeline.llm_extractor import ExtractorUnavailable, OpenAICompatibleExtractor, extract_turn
-from pipeline.logic.llm_extraction import build_messages
-from pipeline.processor import prepare_turn
-from pipeline.replay import run_replay
-from pipeline.settings import Settings
-from pipeline.stack import WorkerProcess, wait_worker_ready
+from pipeline.ingest.replay import run_replay
+from pipeline.interfaces.client import Hindsight
+from pipeline.memory.decisions import prepare_turn
+from pipeline.memory.rules.llm_extraction import build_messages
+from pipeline.models.encoders import Encoder, load_encoder
+from pipeline.models.llm import ExtractorUnavailable, OpenAICompatibleExtractor, extract_turn
+from pipeline.runtime.settings import Settings
+from pipeline.runtime.stack import WorkerProcess, wait_worker_ready
 from schemas.codec import decode_event
 from schemas.events import ExtractionRecorded, TurnRecorded
 from schemas.memory import MemoryRecord

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from pipeline.settings import Settings
+from pipeline.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ CHILD_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PAR
 def _mcp_args(settings: Settings, *extra: str) -> list[str]:
     return [
         "-m",
-        "pipeline.cli",
+        "pipeline.interfaces.cli",
         "mcp",
         "--bootstrap",
         settings.bootstrap or "",

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.client import Hindsight
-from pipeline.settings import Settings
+from pipeline.interfaces.client import Hindsight
+from pipeline.runtime.settings import Settings
 from schemas.memory import MemoryChanged
 
 pytestmark = pytest.mark.integration

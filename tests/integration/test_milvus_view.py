@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.stores.milvus_view import MilvusView, MilvusViewError, watermark_key
+from pipeline.views.milvus import MilvusView, MilvusViewError, watermark_key
 from schemas.memory import (
     Association,
     HistoryEntry,

@@ -11,8 +11,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from pipeline.client import Hindsight
-from pipeline.settings import Settings
+from pipeline.interfaces.client import Hindsight
+from pipeline.runtime.settings import Settings
 from schemas.memory import DeadLetter, MemoryChanged
 from topics.catalogue import topic_names
 

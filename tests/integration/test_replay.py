@@ -16,11 +16,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.client import Hindsight, Receipt
-from pipeline.encoders import load_encoder
-from pipeline.replay import run_replay
-from pipeline.settings import Settings
-from pipeline.stack import WorkerProcess, wait_worker_ready
+from pipeline.ingest.replay import run_replay
+from pipeline.interfaces.client import Hindsight, Receipt
+from pipeline.models.encoders import load_encoder
+from pipeline.runtime.settings import Settings
+from pipeline.runtime.stack import WorkerProcess, wait_worker_ready
 from schemas.memory import MemoryRecord
 from topics.admin import ensure_topics
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.scenarios import (
+from bench.scenarios.harness import (
     LoadedScenario,
     ScenarioResult,
     format_result,
@@ -21,7 +21,7 @@ from pipeline.scenarios import (
     run_against_stack,
     summary_table,
 )
-from pipeline.settings import Settings
+from pipeline.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
 

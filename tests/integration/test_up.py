@@ -38,7 +38,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args, "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "pipeline.interfaces.cli", *args, "--data-dir", str(data_dir)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -79,7 +79,7 @@ async def test_up_serves_the_cli_and_stops_cleanly(
     stack_file = tmp_path / "stack.json"
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "pipeline.cli", "up",
+            sys.executable, "-m", "pipeline.interfaces.cli", "up",
             "--data-dir", str(tmp_path),
             "--bootstrap", kafka_bootstrap,
             "--topic-prefix", prefix,

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.encoders import Vectors
-from pipeline.memory_engine import BatchResult, MemoryEngine, RawRecord
-from pipeline.settings import MemoryPolicy
+from pipeline.ingest.engine import BatchResult, MemoryEngine, RawRecord
+from pipeline.models.encoders import Vectors
+from pipeline.runtime.settings import MemoryPolicy
 from schemas.codec import encode
 from schemas.events import CommandIssued, CommandName, MemoriesRecalled, RecallHit, TurnRecorded
 from schemas.memory import MemoryRecord

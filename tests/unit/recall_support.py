@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.encoders import Vectors
+from pipeline.models.encoders import Vectors
 from pipeline.recall.lexical import tokenize
 from schemas.memory import HistoryEntry, MemoryRecord, SourceTurn
 

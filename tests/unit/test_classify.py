@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.logic.classify import BASE_IMPORTANCE, classify, is_small_talk, region_for
+from pipeline.memory.rules.classify import BASE_IMPORTANCE, classify, is_small_talk, region_for
 from schemas.memory import KINDS
 
 SMALL_TALK = [

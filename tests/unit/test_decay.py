@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipeline.logic import decay
+from pipeline.memory.rules import decay
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

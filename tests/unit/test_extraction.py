@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.logic.extraction import (
+from pipeline.memory.rules.extraction import (
     extract_entities,
     extract_triplet,
     memory_id,

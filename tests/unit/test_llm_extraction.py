@@ -10,7 +10,8 @@ import orjson
 import pytest
 from ingest_support import T0, Log, by_content, make_engine, only
 
-from pipeline.logic.llm_extraction import (
+from pipeline.memory.decisions import prepare_turn
+from pipeline.memory.rules.llm_extraction import (
     MAX_CONTEXT_TURNS,
     PROMPT_VERSION,
     ExtractionResponseError,
@@ -22,7 +23,6 @@ from pipeline.logic.llm_extraction import (
     rules_extraction,
     supersedes,
 )
-from pipeline.processor import prepare_turn
 from schemas.codec import decode_event, encode
 from schemas.errors import HindsightError
 from schemas.events import Extraction, ExtractionRecorded, TurnRecorded

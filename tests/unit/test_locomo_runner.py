@@ -23,7 +23,7 @@ from bench.locomo.dataset import Conversation, parse_sample
 from bench.locomo.metrics import METRIC_NAMES, RankedResult
 from bench.locomo.report import render_markdown, render_summary
 from bench.locomo.runner import HindsightRetriever, build_parser, evaluate, run_locomo
-from pipeline.settings import Settings
+from pipeline.runtime.settings import Settings
 
 SAMPLE = {
     "sample_id": "conv-t",

@@ -21,7 +21,7 @@ from ingest_support import (
     only,
 )
 
-from pipeline.memory_engine import MemoryEngine, RawRecord
+from pipeline.ingest.engine import MemoryEngine, RawRecord
 from schemas.codec import encode
 from schemas.events import TurnRecorded
 from schemas.memory import DeadLetter, MemoryRecord

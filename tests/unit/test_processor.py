@@ -1,4 +1,4 @@
-"""Memory decisions (``pipeline.processor``) driven through ``MemoryEngine.process``.
+"""Memory decisions (``pipeline.memory.decisions``) driven through ``MemoryEngine.process``.
 
 Filter → create → confirm/merge → link → supersede, the commands (forget, erase, pin, tick,
 feedback) and the recall signal, all in event time with a fake encoder (never the real model).
@@ -23,9 +23,9 @@ from ingest_support import (
     only,
 )
 
-from pipeline.logic.extraction import memory_id
-from pipeline.memory_engine import MemoryEngine
-from pipeline.settings import MemoryPolicy
+from pipeline.ingest.engine import MemoryEngine
+from pipeline.memory.rules.extraction import memory_id
+from pipeline.runtime.settings import MemoryPolicy
 from schemas.memory import MemoryRecord
 
 MYSQL = "We use MySQL for the billing database"

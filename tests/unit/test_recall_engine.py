@@ -222,7 +222,7 @@ def test_erase_removes_from_every_path(engine: RecallEngine) -> None:
 
 
 def test_real_encoder_smoke() -> None:
-    from pipeline.encoders import EncoderUnavailable, load_encoder
+    from pipeline.models.encoders import EncoderUnavailable, load_encoder
 
     try:
         encoder = load_encoder("minilm")

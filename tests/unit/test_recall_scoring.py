@@ -14,7 +14,7 @@ from pipeline.recall.scoring import (
     supersede_chain,
     truncate_by_gaps,
 )
-from pipeline.settings import RecallPolicy
+from pipeline.runtime.settings import RecallPolicy
 from schemas.memory import Association
 
 POLICY = RecallPolicy()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.scenarios import (
+from bench.scenarios.harness import (
     CATEGORIES,
     AdvanceStep,
     Hit,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.settings import (
+from pipeline.runtime.settings import (
     MemoryPolicy,
     RecallPolicy,
     Settings,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from pipeline.service import TickSchedule
+from pipeline.runtime.up import TickSchedule
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

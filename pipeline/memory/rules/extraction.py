@@ -12,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from pipeline.logic.text import normalise, strip_edges
+from pipeline.memory.rules.text import normalise, strip_edges
 from schemas.memory import Triplet
 
 # Categories let "we use MySQL" and "we moved to PostgreSQL" land on the same attribute.

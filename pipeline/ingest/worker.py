@@ -24,11 +24,11 @@ import faust
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from pipeline.encoders import Encoder, load_encoder
-from pipeline.memory_engine import COUNTER_PREFIX, BatchResult, MemoryEngine, RawRecord
-from pipeline.settings import Settings
-from pipeline.stores.milvus_view import MilvusView
-from pipeline.stores.state_topic import StateTopicWriter, make_producer, partition_for
+from pipeline.ingest.engine import COUNTER_PREFIX, BatchResult, MemoryEngine, RawRecord
+from pipeline.models.encoders import Encoder, load_encoder
+from pipeline.runtime.settings import Settings
+from pipeline.views.milvus import MilvusView
+from pipeline.views.state_topic import StateTopicWriter, make_producer, partition_for
 from schemas.codec import encode
 from topics.catalogue import INPUT_ROLES, Role, topic_names
 
@@ -178,7 +178,7 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
         # --- LLM extractor (optional, I2): answers are recorded in the log before use. Opened
         # before the engine, so a failure never leaves a worker silently using the rules. ---
         if settings.llm_base_url:
-            from pipeline.llm_extractor import open_recorded_extractions
+            from pipeline.models.llm import open_recorded_extractions
 
             state["extractions"] = await open_recorded_extractions(
                 settings, producer, call_llm=True

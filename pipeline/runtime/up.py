@@ -19,8 +19,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,12 +27,13 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from pipeline.api import bind_socket, bound_url, create_api, embedded_server, wait_started
-from pipeline.client import Hindsight
-from pipeline.encoders import load_encoder
-from pipeline.settings import Settings
-from pipeline.stack import running_stack
-from pipeline.stores.state_topic import partition_ids
+from pipeline.interfaces.client import Hindsight
+from pipeline.interfaces.http import create_api
+from pipeline.interfaces.serving import serving
+from pipeline.models.encoders import load_encoder
+from pipeline.runtime.settings import Settings
+from pipeline.runtime.stack import running_stack
+from pipeline.views.state_topic import partition_ids
 from schemas.codec import decode_event
 from schemas.errors import HindsightError, InvalidEvent
 from schemas.events import TurnRecorded
@@ -137,22 +136,6 @@ class Ticker:
                 log.exception("tick for %s failed", namespace)
 
 
-@contextlib.asynccontextmanager
-async def _http(app: Any, host: str, port: int, path: str = "") -> AsyncIterator[str]:
-    """Serve ``app`` on ``host:port`` (0 = any free port) for the block; yields its URL."""
-    sock: socket.socket = bind_socket(host, port)
-    server = embedded_server(app)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        await wait_started(server, task)
-        yield bound_url(sock, path)
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 15)
-        sock.close()
-
-
 async def _cancel(task: asyncio.Task[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -193,20 +176,22 @@ async def run_up(
                 "pid": os.getpid(),
             }
             if api:
-                info["api"] = await stack.enter_async_context(
-                    _http(create_api(live, client=client), live.api_host, live.api_port)
+                api_server = await stack.enter_async_context(
+                    serving(create_api(live, client=client), live.api_host, live.api_port)
                 )
+                info["api"] = api_server.url
             if mcp_http:
-                from pipeline.mcp_server import MCP_PATH, create_mcp_server
+                from pipeline.interfaces.mcp import MCP_PATH, create_mcp_server
 
                 mcp_app = create_mcp_server(lambda: client).streamable_http_app(
                     streamable_http_path=MCP_PATH, host=live.api_host
                 )
                 # Next to the API's port, or any free port when the API's is chosen freely.
                 mcp_port = live.api_port + 1 if live.api_port else 0
-                info["mcp"] = await stack.enter_async_context(
-                    _http(mcp_app, live.api_host, mcp_port, MCP_PATH)
+                mcp_server = await stack.enter_async_context(
+                    serving(mcp_app, live.api_host, mcp_port, MCP_PATH)
                 )
+                info["mcp"] = mcp_server.url
             ticker = Ticker(client, interval)
             ticker_task = asyncio.create_task(ticker.run(), name="hindsight-ticker")
             stack.push_async_callback(_cancel, ticker_task)

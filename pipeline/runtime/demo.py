@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from pipeline.client import Hindsight
-from pipeline.settings import Settings
-from pipeline.stack import running_stack
+from pipeline.interfaces.client import Hindsight
+from pipeline.runtime.settings import Settings
+from pipeline.runtime.stack import running_stack
 from schemas.memory import MemoryRecord
 
 DEMO_NAMESPACE = "demo-alice"

@@ -27,13 +27,13 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from tqdm import tqdm
 
-from pipeline.encoders import Encoder, load_encoder
-from pipeline.llm_extractor import open_recorded_extractions
-from pipeline.memory_engine import MemoryEngine, RawRecord
-from pipeline.settings import Settings
-from pipeline.stores.milvus_view import MilvusView
-from pipeline.stores.state_topic import StateTopicWriter, make_producer, partition_ids
-from pipeline.worker import watermark_name
+from pipeline.ingest.engine import MemoryEngine, RawRecord
+from pipeline.ingest.worker import watermark_name
+from pipeline.models.encoders import Encoder, load_encoder
+from pipeline.models.llm import open_recorded_extractions
+from pipeline.runtime.settings import Settings
+from pipeline.views.milvus import MilvusView
+from pipeline.views.state_topic import StateTopicWriter, make_producer, partition_ids
 from schemas.memory import MemoryRecord
 from topics.admin import ensure_topics
 from topics.catalogue import INPUT_ROLES, topic_names

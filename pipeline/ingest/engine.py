@@ -15,9 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from pipeline.encoders import Encoder
-from pipeline.logic.llm_extraction import apply_extraction
-from pipeline.processor import (
+from pipeline.memory.decisions import (
     Change,
     NamespaceBank,
     Position,
@@ -30,7 +28,9 @@ from pipeline.processor import (
     light_consolidation_due,
     prepare_turn,
 )
-from pipeline.settings import MemoryPolicy
+from pipeline.memory.rules.llm_extraction import apply_extraction
+from pipeline.models.encoders import Encoder
+from pipeline.runtime.settings import MemoryPolicy
 from schemas.codec import decode_event
 from schemas.errors import InvalidEvent
 from schemas.events import CommandIssued, ExtractionRecorded, MemoriesRecalled, TurnRecorded

@@ -12,23 +12,20 @@ Errors name what was wrong: every 4xx/5xx body is ``{"error", "field", "errors"}
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
-import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-import uvicorn
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from pipeline.client import Hindsight, RecallResult
-from pipeline.encoders import load_encoder
-from pipeline.settings import Settings
+from pipeline.interfaces.client import Hindsight, RecallResult
+from pipeline.interfaces.serving import serve_until_signal
+from pipeline.models.encoders import load_encoder
+from pipeline.runtime.settings import Settings
 from schemas.errors import HindsightError, InvalidEvent, WatermarkTimeout
 from schemas.events import MAX_TURN_CHARS, NAMESPACE_PATTERN, check_namespace
 from schemas.memory import Kind, MemoryRecord, Region, Status
@@ -373,70 +370,11 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
     return app
 
 
-# -- serving -------------------------------------------------------------------------------
-class EmbeddedServer(uvicorn.Server):
-    """A uvicorn server that leaves signal handling to its owner (who may run several)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """Bind before serving, so port 0 works and the real port is known up front."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.set_inheritable(True)
-    return sock
-
-
-def bound_url(sock: socket.socket, path: str = "") -> str:
-    host, port = sock.getsockname()[:2]
-    host = f"[{host}]" if ":" in host else host
-    return f"http://{host}:{port}{path}"
-
-
-def embedded_server(app: Any) -> EmbeddedServer:
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False)
-    return EmbeddedServer(config)
-
-
-async def wait_started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
-    """Return once ``server`` accepts connections; raise if it stopped during start-up."""
-    while not server.started:
-        if task.done():
-            task.result()  # re-raises the start-up failure
-            raise HindsightError("HTTP server stopped during start-up")
-        await asyncio.sleep(0.05)
-
-
-async def serve_until_signal(
-    app: Any, host: str, port: int, announce: Callable[[socket.socket], str]
-) -> None:
-    """Serve an ASGI app on host:port until SIGINT/SIGTERM, printing ``announce(sock)`` once up."""
-    sock = bind_socket(host, port)
-    server = embedded_server(app)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        await wait_started(server, task)
-        print(announce(sock), flush=True)
-        await task
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        sock.close()
-
-
 async def serve_api(settings: Settings, host: str, port: int) -> None:
     """Serve the API until SIGINT/SIGTERM (``hindsight api``)."""
     await serve_until_signal(
         create_api(settings),
         host,
         port,
-        lambda sock: f"Hindsight API on {bound_url(sock)} (docs {bound_url(sock, '/docs')})",
+        lambda url: f"Hindsight API on {url} (docs {url}/docs)",
     )

@@ -1,5 +1,8 @@
-"""``hindsight`` command line: demo, up, worker, api, mcp, topics, client commands, replay,
-bench and scenarios."""
+"""``hindsight`` command line: demo, up, worker, api, mcp, topics, client commands and replay.
+
+Evaluation commands (``bench``, ``scenarios``) are registered through the ``hindsight.commands``
+entry-point group by the ``bench`` package, so the product never imports its benchmarks.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +13,13 @@ import logging
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from pipeline.settings import Settings
+from pipeline.runtime.settings import Settings
 from schemas.errors import HindsightError
 
 STACK_FILE = "stack.json"
@@ -69,7 +73,7 @@ def _print_json(payload: Any) -> None:
 
 # -- commands -------------------------------------------------------------------------------
 def cmd_worker(args: argparse.Namespace) -> int:
-    from pipeline.worker import run_worker
+    from pipeline.ingest.worker import run_worker
 
     settings = _settings(args)
     if not settings.bootstrap:
@@ -94,19 +98,19 @@ def cmd_topics_create(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from pipeline.demo import run_demo
+    from pipeline.runtime.demo import run_demo
 
     return asyncio.run(run_demo(_settings(args)))
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from pipeline.service import run_up
+    from pipeline.runtime.up import run_up
 
     return asyncio.run(run_up(_settings(args), api=not args.no_api, mcp_http=args.mcp_http))
 
 
 def cmd_api(args: argparse.Namespace) -> int:
-    from pipeline.api import serve_api
+    from pipeline.interfaces.http import serve_api
 
     settings = _client_settings(args)
     asyncio.run(serve_api(settings, host=args.host, port=args.port))
@@ -114,14 +118,14 @@ def cmd_api(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from pipeline.mcp_server import run_mcp
+    from pipeline.interfaces.mcp import run_mcp
 
     run_mcp(_client_settings(args), transport=args.transport, host=args.host, port=args.port)
     return 0
 
 
 async def _with_client(args: argparse.Namespace, action: Any) -> Any:
-    from pipeline.client import Hindsight
+    from pipeline.interfaces.client import Hindsight
 
     async with Hindsight.connect(_client_settings(args)) as client:
         return await action(client)
@@ -226,7 +230,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from pipeline.replay import run_replay
+    from pipeline.ingest.replay import run_replay
 
     settings = _client_settings(args)
     summary = asyncio.run(
@@ -234,28 +238,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     )
     _print_json(summary) if args.json else print(json.dumps(summary, indent=2, default=str))
     return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    if args.bench == "ingest":
-        from bench.ingest import main as ingest_main
-
-        return ingest_main(args.rest)
-    if args.bench == "recall-latency":
-        from bench.recall_latency import main as latency_main
-
-        return latency_main(args.rest)
-    if args.bench == "locomo":
-        from bench.locomo.runner import main as locomo_main
-
-        return int(locomo_main(args.rest) or 0)
-    raise HindsightError(f"bench: unknown benchmark {args.bench!r}")
-
-
-def cmd_scenarios(args: argparse.Namespace) -> int:
-    from pipeline.scenarios import main as scenarios_main
-
-    return int(scenarios_main(args.rest) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -373,14 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("bench", help="benchmarks: ingest | recall-latency | locomo")
-    p.add_argument("bench", choices=["ingest", "recall-latency", "locomo"])
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_bench)
-
-    p = sub.add_parser("scenarios", help="scenario suite: scenarios run PATH...")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_scenarios)
+    # Evaluation commands (bench, scenarios) plug in from outside the product package.
+    for entry in entry_points(group="hindsight.commands"):
+        entry.load()(sub)
     return parser
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pipeline.logic.text import language_of, normalise
+from pipeline.memory.rules.text import language_of, normalise
 from schemas.memory import Kind, Region
 
 BASE_IMPORTANCE: dict[Kind, float] = {

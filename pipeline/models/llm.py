@@ -26,7 +26,9 @@ from typing import Any, Protocol
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from pipeline.logic.llm_extraction import (
+from pipeline.ingest.engine import RawRecord
+from pipeline.memory.decisions import PreparedTurn, prepare_turn
+from pipeline.memory.rules.llm_extraction import (
     ExtractionResponseError,
     Message,
     build_messages,
@@ -36,10 +38,8 @@ from pipeline.logic.llm_extraction import (
     rules_extraction,
     supersedes,
 )
-from pipeline.memory_engine import RawRecord
-from pipeline.processor import PreparedTurn, prepare_turn
-from pipeline.settings import Settings
-from pipeline.stores.state_topic import partition_ids
+from pipeline.runtime.settings import Settings
+from pipeline.views.state_topic import partition_ids
 from schemas.codec import decode_event, encode
 from schemas.errors import HindsightError, InvalidEvent
 from schemas.events import ExtractionRecorded, ExtractorInfo, TurnRecorded

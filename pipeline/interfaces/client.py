@@ -20,13 +20,13 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from pydantic import BaseModel
 
-from pipeline.encoders import Encoder, load_encoder
+from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.recall.context import format_context
 from pipeline.recall.engine import RecallEngine
 from pipeline.recall.hot_index import HotIndex
 from pipeline.recall.types import RecalledMemory
-from pipeline.settings import Settings
-from pipeline.stores.state_topic import StateFollower, make_producer, partition_for
+from pipeline.runtime.settings import Settings
+from pipeline.views.state_topic import StateFollower, make_producer, partition_for
 from schemas.codec import encode, validate
 from schemas.errors import HindsightError, InvalidEvent, MemoryNotFound
 from schemas.events import CommandIssued, MemoriesRecalled, RecallHit, TurnRecorded, check_namespace

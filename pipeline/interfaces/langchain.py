@@ -39,17 +39,17 @@ try:
     from langchain_core.retrievers import BaseRetriever
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "pipeline.integrations.langchain needs langchain-core: "
+        "pipeline.interfaces.langchain needs langchain-core: "
         "pip install 'hindsight-memory[langchain]'"
     ) from error
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ConfigDict, Field
 
-from pipeline.client import Hindsight, Receipt
+from pipeline.interfaces.client import Hindsight, Receipt
 from pipeline.recall.types import RecalledMemory
-from pipeline.settings import Settings
-from pipeline.stores.state_topic import partition_for, partition_ids
+from pipeline.runtime.settings import Settings
+from pipeline.views.state_topic import partition_for, partition_ids
 from schemas.codec import decode_event
 from schemas.errors import HindsightError, InvalidEvent
 from schemas.events import TurnRecorded, check_namespace

@@ -20,8 +20,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from pipeline.client import Hindsight
-from pipeline.settings import Settings
+from pipeline.interfaces.client import Hindsight
+from pipeline.runtime.settings import Settings
 from schemas.errors import HindsightError, InvalidEvent
 from schemas.memory import HistoryEntry, Kind, Region, SourceTurn, Status
 
@@ -280,13 +280,14 @@ _RECALLED_FIELDS = set(RecalledItem.model_fields) - {"citation"}
 
 async def serve_mcp_http(server: MCPServer[Any], host: str, port: int) -> None:
     """Serve streamable HTTP at ``/mcp`` until SIGINT/SIGTERM."""
-    from pipeline.api import bound_url, serve_until_signal
+    from pipeline.interfaces.serving import serve_until_signal
 
     await serve_until_signal(
         server.streamable_http_app(streamable_http_path=MCP_PATH, host=host),
         host,
         port,
-        lambda sock: f"Hindsight MCP (streamable HTTP) on {bound_url(sock, MCP_PATH)}",
+        lambda url: f"Hindsight MCP (streamable HTTP) on {url}",
+        MCP_PATH,
     )
 
 

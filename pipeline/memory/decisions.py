@@ -15,11 +15,16 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.logic import consolidation, decay
-from pipeline.logic.classify import Classification, classify
-from pipeline.logic.extraction import extract_entities, extract_triplet, memory_id, segment_id
-from pipeline.logic.segmentation import is_boundary
-from pipeline.settings import MemoryPolicy
+from pipeline.memory.rules import consolidation, decay
+from pipeline.memory.rules.classify import Classification, classify
+from pipeline.memory.rules.extraction import (
+    extract_entities,
+    extract_triplet,
+    memory_id,
+    segment_id,
+)
+from pipeline.memory.rules.segmentation import is_boundary
+from pipeline.runtime.settings import MemoryPolicy
 from schemas.events import CommandIssued, MemoriesRecalled, TurnRecorded
 from schemas.memory import ChangeType, MemoryChanged, MemoryRecord, Region, SourceTurn, Triplet
 

@@ -752,7 +752,7 @@ def _hit_from(memory: Any) -> Hit:
 
 
 class HindsightBackend:
-    """``MemoryBackend`` over ``pipeline.client.Hindsight``."""
+    """``MemoryBackend`` over ``pipeline.interfaces.client.Hindsight``."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
@@ -1081,8 +1081,8 @@ def select(
 @contextlib.asynccontextmanager
 async def hindsight_backend(settings: Any) -> AsyncIterator[HindsightBackend]:
     """The real stack: embedded broker + worker when ``settings.bootstrap`` is None."""
-    from pipeline.client import Hindsight
-    from pipeline.stack import running_stack
+    from pipeline.interfaces.client import Hindsight
+    from pipeline.runtime.stack import running_stack
 
     async with running_stack(settings) as live, Hindsight.connect(live) as client:
         yield HindsightBackend(client)
@@ -1177,7 +1177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not chosen:
         print("no scenario matches the selection", file=sys.stderr)
         return 2
-    from pipeline.settings import Settings
+    from pipeline.runtime.settings import Settings
 
     settings = Settings.from_env().with_overrides(data_dir=args.data_dir, bootstrap=args.bootstrap)
     results = asyncio.run(

@@ -19,8 +19,8 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from pipeline.settings import Settings
-from pipeline.stores.state_topic import StateFollower, make_producer
+from pipeline.runtime.settings import Settings
+from pipeline.views.state_topic import StateFollower, make_producer
 from schemas.codec import encode
 from schemas.errors import HindsightError
 from schemas.events import CommandIssued
@@ -45,7 +45,7 @@ class WorkerProcess:
         return [
             sys.executable,
             "-m",
-            "pipeline.cli",
+            "pipeline.interfaces.cli",
             "worker",
             "--bootstrap",
             s.bootstrap or "",

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from pipeline.logic.classify import Classification, region_for
-from pipeline.logic.text import normalise, strip_edges
+from pipeline.memory.rules.classify import Classification, region_for
+from pipeline.memory.rules.text import normalise, strip_edges
 from schemas.errors import HindsightError
 from schemas.events import (
     MAX_TURN_CHARS,
@@ -28,7 +28,7 @@ from schemas.events import (
 from schemas.memory import KINDS, Triplet
 
 if TYPE_CHECKING:  # processor imports the logic package, never the other way round at run time
-    from pipeline.processor import PreparedTurn
+    from pipeline.memory.decisions import PreparedTurn
 
 # Bump when the prompt's wording or the answer's shape changes: it is recorded with every answer.
 PROMPT_VERSION = "hindsight-extract-v1"

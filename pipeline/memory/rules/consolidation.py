@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from pipeline.logic import decay
-from pipeline.logic.text import normalise
-from pipeline.settings import MemoryPolicy
+from pipeline.memory.rules import decay
+from pipeline.memory.rules.text import normalise
+from pipeline.runtime.settings import MemoryPolicy
 from schemas.memory import Association, ChangeType, HistoryEntry, MemoryRecord, SourceTurn, Triplet
 
 MAX_HISTORY = 48

@@ -1,1 +1,0 @@
-"""Optional framework integrations; each module needs its own extra (e.g. ``[langchain]``)."""

@@ -1,0 +1,1 @@
+"""Models: sentence encoders, the turn classifier and the optional LLM extractor client."""

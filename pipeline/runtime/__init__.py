@@ -1,0 +1,1 @@
+"""Running Hindsight: settings, the embedded stack, ``hindsight up`` and the demo."""
