@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError, ProducerFenced
@@ -231,11 +232,15 @@ class _Owned:
 
     tables: PartitionTables
     producer: AIOKafkaProducer
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    committed_prepared: int = -1  # next prepared offset (what the group has committed)
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Membership changes only mark partitions; the consume loop restores them.
+
+    aiokafka assigns partitions (and may start fetching them) before it calls this listener, and
+    it logs and swallows the listener's errors; so nothing slow or fallible happens here.
+    """
+
     def __init__(self, stage: ConsolidateStage) -> None:
         self._stage = stage
 
@@ -243,7 +248,7 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         await self._stage.revoke({tp.partition for tp in revoked})
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        await self._stage.assign({tp.partition for tp in assigned})
+        self._stage.assign({tp.partition for tp in assigned})
 
 
 class ConsolidateStage(Service):
@@ -260,26 +265,43 @@ class ConsolidateStage(Service):
         self.group_id = consumer_group(settings.app_id, STAGE)
         self.topics = topics_out(settings)
         self._owned: dict[int, _Owned] = {}
+        self._pending: set[int] = set()  # assigned, not restored yet
+        # One lock for membership and processing: a revocation waits for the batch in flight.
+        self._lock = asyncio.Lock()
         self._consumer: AIOKafkaConsumer | None = None
         self.counts: Counter[str] = Counter()
         self.rebalances = 0
         self.last_progress: dict[int, float] = {}
 
     # -- membership ------------------------------------------------------------------------
-    async def assign(self, partitions: set[int]) -> None:
+    def assign(self, partitions: set[int]) -> None:
         self.rebalances += 1
-        for partition in sorted(partitions):
-            if partition not in self._owned:
+        self._pending |= partitions - set(self._owned)
+
+    async def revoke(self, partitions: set[int]) -> None:
+        async with self._lock:
+            self._pending -= partitions
+            for partition in sorted(partitions):
+                owned = self._owned.pop(partition, None)
+                if owned is not None:
+                    with contextlib.suppress(Exception):
+                        await owned.producer.stop()
+
+    async def _take_pending(self) -> None:
+        """Restore every newly assigned partition (under the lock, before its first batch)."""
+        assert self._consumer is not None
+        assigned = {tp.partition for tp in self._consumer.assignment()}
+        for partition in sorted(self._pending):
+            self._pending.discard(partition)
+            if partition in assigned and partition not in self._owned:
                 await self._take(partition)
         log.info("consolidate owns partitions %s", sorted(self._owned))
 
-    async def revoke(self, partitions: set[int]) -> None:
-        for partition in sorted(partitions):
-            await self._drop(partition)
-
     async def _take(self, partition: int) -> None:
-        # Fence first (a previous owner's open transaction is aborted), then read the committed
-        # state: nothing can change it any more behind our back.
+        # Fence first (a previous owner's open transaction is aborted, its commits are done),
+        # then read the committed state: nothing can change it behind our back any more. The
+        # group's offset may be older than that state (fetched before the fence): the tables'
+        # watermark skips what the state already holds.
         producer = make_transactional_producer(
             self.settings.bootstrap or "", transactional_id(self.settings, partition)
         )
@@ -299,14 +321,6 @@ class ConsolidateStage(Service):
             time.monotonic() - started,
         )
 
-    async def _drop(self, partition: int) -> None:
-        owned = self._owned.pop(partition, None)
-        if owned is None:
-            return
-        async with owned.lock:  # an in-flight commit of this partition finishes first
-            with contextlib.suppress(Exception):
-                await owned.producer.stop()
-
     # -- the loop --------------------------------------------------------------------------
     async def on_start(self) -> None:
         consumer = committed_consumer(
@@ -323,9 +337,8 @@ class ConsolidateStage(Service):
 
     async def on_stop(self) -> None:
         if self._consumer is not None:
-            await self._consumer.stop()  # revokes: in-flight commits finish, producers close
-        for partition in list(self._owned):
-            await self._drop(partition)
+            await self._consumer.stop()  # revokes: the batch in flight commits first
+        await self.revoke(set(self._owned))
 
     @Service.task
     async def _consume(self) -> None:
@@ -338,41 +351,37 @@ class ConsolidateStage(Service):
                 if self.should_stop:
                     return
                 raise
-            for tp, messages in batches.items():
-                await self._process(tp, messages)
+            async with self._lock:
+                if self._pending:
+                    await self._take_pending()
+                for tp, messages in batches.items():
+                    await self._process(tp, messages)
 
-    async def _process(self, tp: TopicPartition, messages: list) -> None:
+    async def _process(self, tp: TopicPartition, messages: list[Any]) -> None:
         owned = self._owned.get(tp.partition)
         if owned is None:
-            return  # revoked while fetched: the new owner reads them
-        async with owned.lock:
-            if self._owned.get(tp.partition) is not owned:
-                return
-            batch = [
-                PreparedMessage(m.topic, m.partition, m.offset, m.key, m.value) for m in messages
-            ]
-            # Decisions are CPU work: off the event loop, so heartbeats keep the membership.
-            output = await asyncio.get_running_loop().run_in_executor(
-                None, owned.tables.apply_all, batch
+            return  # revoked after the fetch: the new owner reads them from the committed offset
+        batch = [PreparedMessage(m.topic, m.partition, m.offset, m.key, m.value) for m in messages]
+        # Decisions are CPU work: off the event loop, so heartbeats keep the membership.
+        output = await asyncio.get_running_loop().run_in_executor(
+            None, owned.tables.apply_all, batch
+        )
+        consumed = {tp: output.last_prepared_offset + 1}
+        try:
+            await commit_output(
+                owned.producer, self.topics, output, consumed=consumed, group_id=self.group_id
             )
-            consumed = {tp: output.last_prepared_offset + 1}
-            try:
-                await commit_output(
-                    owned.producer, self.topics, output, consumed=consumed, group_id=self.group_id
-                )
-            except ProducerFenced:
-                # Another worker owns this partition now; its rebalance revokes ours shortly.
-                log.warning("partition %d: fenced by a newer owner; dropping it", tp.partition)
-                self._owned.pop(tp.partition, None)
-                return
-            except KafkaError:
-                log.exception(
-                    "partition %d: commit failed; restoring it from the log", tp.partition
-                )
-                await self._reset(tp, owned)
-                return
-            self.counts.update(output.counts)
-            self.last_progress[tp.partition] = time.monotonic()
+        except ProducerFenced:
+            # Another worker owns this partition now; its rebalance revokes ours shortly.
+            log.warning("partition %d: fenced by a newer owner; dropping it", tp.partition)
+            self._owned.pop(tp.partition, None)
+            return
+        except KafkaError:
+            log.exception("partition %d: commit failed; restoring it from the log", tp.partition)
+            await self._reset(tp, owned)
+            return
+        self.counts.update(output.counts)
+        self.last_progress[tp.partition] = time.monotonic()
 
     async def _reset(self, tp: TopicPartition, owned: _Owned) -> None:
         """After an aborted transaction the in-memory tables are ahead: rebuild them."""

@@ -257,7 +257,6 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         consumer_auto_offset_reset="earliest",
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication_factor,
-        topic_allow_declare=False,
         broker_commit_every=1000,
         broker_commit_interval=1.0,
         broker_session_timeout=settings.session_timeout_s,
