@@ -106,6 +106,11 @@ class RecordedExtractions:
         if self._extractor is not None:
             await self._extractor.aclose()
 
+    @property
+    def latest_revision(self) -> int:
+        """The highest revision among the records read so far (0 when there are none)."""
+        return max((r.revision for r in self._records.values()), default=0)
+
     def lookup(self, namespace: str, turn_event_id: str) -> ExtractionRecorded | None:
         return self._records.get((namespace, turn_event_id))
 

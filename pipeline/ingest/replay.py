@@ -79,10 +79,29 @@ def _write_progress(path: Path | None, payload: dict[str, Any]) -> None:
 async def reindex_into_prepared(
     settings: Settings, encoder: Encoder, *, re_extract: bool = False, progress: bool = True
 ) -> tuple[str, dict[str, Any]]:
-    """Re-run ``prepare`` with ``encoder`` into the prepared topic named after it."""
+    """Re-run ``prepare`` with ``encoder`` into the prepared topic named after it.
+
+    The topic is named after the encoder and the extraction revision it uses (the newest in the
+    log; a re-extract writes the next one): ``…prepared.v1.<encoder>`` for revision 0,
+    ``…prepared.v1.<encoder>.x<revision>`` after. So a reindex resumes where an earlier one of the
+    same encoder and revision stopped, and a re-extract never mixes with older answers.
+    """
+    from pipeline.ingest.extractions import open_recorded_extractions
+
     names = topic_names(settings.topic_prefix)
-    target = prepared_topic(settings.topic_prefix, encoder_id(encoder))
     bootstrap = settings.bootstrap or ""
+    producer = make_producer(bootstrap, "hindsight-reindex")
+    await producer.start()
+    try:
+        recorded = await open_recorded_extractions(
+            settings, producer, call_llm=re_extract, re_extract=re_extract, load_all=True
+        )
+    except BaseException:
+        await producer.stop()
+        raise
+    revision = recorded.revision if re_extract else recorded.latest_revision
+    model = encoder_id(encoder) if revision == 0 else f"{encoder_id(encoder)}.x{revision}"
+    target = prepared_topic(settings.topic_prefix, model)
     await ensure_topics(
         bootstrap,
         settings.topic_prefix,
@@ -91,13 +110,6 @@ async def reindex_into_prepared(
         extra={target: TOPICS["prepared"]},
     )
     resume = await _prepared_positions(bootstrap, target)
-    producer = make_producer(bootstrap, "hindsight-reindex")
-    await producer.start()
-    from pipeline.ingest.extractions import open_recorded_extractions
-
-    recorded = await open_recorded_extractions(
-        settings, producer, call_llm=re_extract, re_extract=re_extract, load_all=True
-    )
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False
     )
