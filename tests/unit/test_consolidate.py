@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from aiokafka import TopicPartition
 from ingest_support import (
     BROKER_T0_MS,
     DAY,
@@ -446,9 +447,10 @@ def test_counts_name_what_happened(kind: str) -> None:
 class RecordingProducer:
     """Stands in for the transactional producer: keeps what one transaction sent, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail_on_topic: str | None = None) -> None:
         self.sent: list[tuple[str, int, bytes | None, bytes | None]] = []
         self.calls: list[str] = []
+        self.fail_on_topic = fail_on_topic
 
     async def begin_transaction(self) -> None:
         self.calls.append("begin")
@@ -456,6 +458,8 @@ class RecordingProducer:
     async def send(
         self, topic: str, key: bytes, value: bytes | None, partition: int
     ) -> asyncio.Future[None]:
+        if topic == self.fail_on_topic:
+            raise ConnectionError(f"broker went away while sending to {topic}")
         self.sent.append((topic, partition, key, value))
         acked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         acked.set_result(None)
@@ -513,6 +517,44 @@ def test_a_commit_writes_records_then_counters_then_the_watermark_then_the_feed(
     assert producer.calls == ["begin", "commit"]
     feed = [decode_model(MemoryChanged, v or b"") for t, _, _, v in producer.sent if t == "updates"]
     assert [u.change for u in feed] == ["created", "superseded"]
+
+
+def test_a_failed_send_aborts_the_transaction_and_commits_nothing() -> None:
+    stages, log = Stages(), Log()
+    result = stages.process([log.turn(MYSQL)])
+    producer = RecordingProducer(fail_on_topic="updates")
+
+    with pytest.raises(ConnectionError):
+        asyncio.run(commit_output(producer, TOPICS_OUT, result.outputs[0]))  # type: ignore[arg-type]
+
+    assert producer.calls == ["begin", "abort"]
+
+
+def test_consumed_offsets_go_into_the_same_transaction() -> None:
+    stages, log = Stages(), Log()
+    result = stages.process([log.turn(MYSQL)])
+    producer = RecordingProducer()
+    consumed = {TopicPartition(PREPARED, 0): result.outputs[0].last_prepared_offset + 1}
+
+    asyncio.run(
+        commit_output(
+            producer,  # type: ignore[arg-type]
+            TOPICS_OUT,
+            result.outputs[0],
+            consumed=consumed,
+            group_id="hindsight-consolidate",
+        )
+    )
+    with pytest.raises(ValueError, match="consumer group"):
+        asyncio.run(commit_output(producer, TOPICS_OUT, result.outputs[0], consumed=consumed))  # type: ignore[arg-type]
+
+    assert producer.calls == [
+        "begin",
+        "offsets hindsight-consolidate",
+        "commit",
+        "begin",
+        "abort",
+    ]
 
 
 def test_tables_restored_from_the_committed_bytes_decide_as_the_uninterrupted_ones() -> None:
