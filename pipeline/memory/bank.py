@@ -8,7 +8,7 @@ live one would have (I2).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -110,7 +110,9 @@ class NamespaceBank:
     last_turn_at: datetime | None = None
     _rows: dict[Region, _Rows] = field(default_factory=lambda: defaultdict(_Rows))
     _session_recent: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    _seen_events: set[str] = field(default_factory=set)
+    # Event id -> how many records name it in their provenance (derived from the records, so an
+    # erase forgets the turn here exactly as a bank restored without the record would).
+    _seen_events: Counter[str] = field(default_factory=Counter)
 
     @classmethod
     def load(
@@ -138,10 +140,11 @@ class NamespaceBank:
 
     # -- derived indexes -------------------------------------------------------------------
     def _store(self, record: MemoryRecord) -> None:
-        known = record.id in self.records
+        previous = self.records.get(record.id)
         self.records[record.id] = record
-        self._seen_events.update(source.event_id for source in record.provenance)
-        if not known and record.vector:
+        self._count_sources(previous, -1)
+        self._count_sources(record, 1)
+        if previous is None and record.vector:
             self._rows[record.region].append(record.id, np.asarray(record.vector, np.float32))
             if record.provenance:
                 # The creating turn's session (merges may add turns of other sessions later).
@@ -153,13 +156,22 @@ class NamespaceBank:
         record = self.records.pop(memory_id, None)
         if record is None:
             return
+        self._count_sources(record, -1)
         self._rows[record.region].remove(memory_id)
         for recent in self._session_recent.values():
             if memory_id in recent:
                 recent.remove(memory_id)
 
+    def _count_sources(self, record: MemoryRecord | None, step: int) -> None:
+        if record is None:
+            return
+        for source in record.provenance:
+            self._seen_events[source.event_id] += step
+            if self._seen_events[source.event_id] <= 0:
+                del self._seen_events[source.event_id]
+
     def has_seen(self, event_id: str) -> bool:
-        """Whether a turn with this event id already formed or confirmed a memory here."""
+        """Whether a turn with this event id formed or confirmed a memory that is still here."""
         return event_id in self._seen_events
 
     def similarities(self, region: Region, vector: Vector) -> tuple[list[str], Vector]:
