@@ -58,9 +58,14 @@ public final class HindsightClient {
         this.baseUrl = URI.create(base);
         this.apiKey = builder.apiKey == null || builder.apiKey.isBlank() ? null : builder.apiKey;
         this.timeout = builder.timeout;
+        // HTTP/1.1: on plain http the default (HTTP/2) adds an h2c upgrade to every request,
+        // which the API's server (uvicorn) declines with a warning each time.
         this.http = builder.http != null
                 ? builder.http
-                : HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+                : HttpClient.newBuilder()
+                        .version(HttpClient.Version.HTTP_1_1)
+                        .connectTimeout(Duration.ofSeconds(10))
+                        .build();
     }
 
     public static Builder builder(String baseUrl) {

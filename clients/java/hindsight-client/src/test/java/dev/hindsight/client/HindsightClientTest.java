@@ -197,7 +197,7 @@ class HindsightClientTest {
         if (key != null && !key.isBlank()) {
             request.header("authorization", "Bearer " + key);
         }
-        String body = HttpClient.newHttpClient()
+        String body = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()
                 .send(request.build(), HttpResponse.BodyHandlers.ofString())
                 .body();
         JsonNode schemas = JsonMapper.builder().build().readTree(body).path("components").path("schemas");
