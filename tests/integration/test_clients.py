@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = ROOT / "clients"
 # The CLI's module; moves to pipeline.interfaces.cli with the layout change.
-CLI_MODULE = "pipeline.cli"
+CLI_MODULE = "pipeline.interfaces.cli"
 STACK_START_SECONDS = 240.0
 STACK_STOP_SECONDS = 90.0
 NPM_TEST_SECONDS = 600.0

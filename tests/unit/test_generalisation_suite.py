@@ -16,8 +16,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-
-from pipeline.scenarios import (
+from bench.scenarios.harness import (
     CATEGORIES,
     LoadedScenario,
     RecallStep,
