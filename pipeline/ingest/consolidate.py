@@ -26,7 +26,6 @@ import base64
 import contextlib
 import logging
 import time
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +44,7 @@ from pipeline.memory.decisions import (
     decide_turn,
 )
 from pipeline.runtime.settings import MemoryPolicy, Settings
+from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.state_topic import (
     PartitionState,
     committed_consumer,
@@ -269,7 +269,7 @@ class ConsolidateStage(Service):
         # One lock for membership and processing: a revocation waits for the batch in flight.
         self._lock = asyncio.Lock()
         self._consumer: AIOKafkaConsumer | None = None
-        self.counts: Counter[str] = Counter()
+        self.stats = StageStats(STAGE)
         self.rebalances = 0
         self.last_progress: dict[int, float] = {}
 
@@ -307,10 +307,14 @@ class ConsolidateStage(Service):
         )
         await producer.start()
         started = time.monotonic()
-        state = await read_state_partition(
-            self.settings.bootstrap or "", self.topics.state, partition
-        )
-        tables = PartitionTables.restore(partition, self.events_topic, self.settings.memory, state)
+        with self.stats.timed("restore"):
+            state = await read_state_partition(
+                self.settings.bootstrap or "", self.topics.state, partition
+            )
+            tables = PartitionTables.restore(
+                partition, self.events_topic, self.settings.memory, state
+            )
+        self.stats.counts["restores"] += 1
         self._owned[partition] = _Owned(tables, producer)
         log.info(
             "restored partition %d: %d namespaces, %d memories, input offset %d (%.2fs)",
@@ -339,6 +343,11 @@ class ConsolidateStage(Service):
         if self._consumer is not None:
             await self._consumer.stop()  # revokes: the batch in flight commits first
         await self.revoke(set(self._owned))
+        self.stats.write(self.settings.data_dir)
+
+    @Service.timer(2.0)
+    async def _write_stats(self) -> None:
+        self.stats.write(self.settings.data_dir)
 
     @Service.task
     async def _consume(self) -> None:
@@ -363,14 +372,16 @@ class ConsolidateStage(Service):
             return  # revoked after the fetch: the new owner reads them from the committed offset
         batch = [PreparedMessage(m.topic, m.partition, m.offset, m.key, m.value) for m in messages]
         # Decisions are CPU work: off the event loop, so heartbeats keep the membership.
-        output = await asyncio.get_running_loop().run_in_executor(
-            None, owned.tables.apply_all, batch
-        )
+        with self.stats.timed("decide"):
+            output = await asyncio.get_running_loop().run_in_executor(
+                None, owned.tables.apply_all, batch
+            )
         consumed = {tp: output.last_prepared_offset + 1}
         try:
-            await commit_output(
-                owned.producer, self.topics, output, consumed=consumed, group_id=self.group_id
-            )
+            with self.stats.timed("commit"):
+                await commit_output(
+                    owned.producer, self.topics, output, consumed=consumed, group_id=self.group_id
+                )
         except ProducerFenced:
             # Another worker owns this partition now; its rebalance revokes ours shortly.
             log.warning("partition %d: fenced by a newer owner; dropping it", tp.partition)
@@ -380,7 +391,9 @@ class ConsolidateStage(Service):
             log.exception("partition %d: commit failed; restoring it from the log", tp.partition)
             await self._reset(tp, owned)
             return
-        self.counts.update(output.counts)
+        self.stats.counts.update(output.counts)
+        self.stats.counts["events"] += len(batch)
+        self.stats.counts["transactions"] += 1
         self.last_progress[tp.partition] = time.monotonic()
 
     async def _reset(self, tp: TopicPartition, owned: _Owned) -> None:

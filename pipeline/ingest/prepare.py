@@ -33,6 +33,7 @@ from pipeline.memory.rules.extraction import extract_entities, extract_triplet
 from pipeline.memory.rules.llm_extraction import apply_extraction
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
 from pipeline.runtime.settings import Settings
+from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.state_topic import make_producer
 from schemas.codec import decode_event, encode
 from schemas.errors import InvalidEvent
@@ -267,6 +268,8 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
     )
     events = app.topic(names["events"], key_type=bytes, value_type=bytes)
     state: dict[str, Any] = {}
+    stats = StageStats("prepare")
+    app.hindsight_stats = stats  # type: ignore[attr-defined]
 
     async def open_stage() -> None:
         if "producer" in state:
@@ -285,8 +288,13 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                 settings, producer, call_llm=True
             )
 
+    @app.timer(interval=2.0)
+    async def write_stats() -> None:
+        stats.write(settings.data_dir)
+
     @app.on_before_shutdown.connect  # type: ignore[misc, arg-type]
     async def close_stage(app: faust.App, **_: Any) -> None:
+        stats.write(settings.data_dir)
         extractions = state.pop("extractions", None)
         if extractions is not None:
             await extractions.stop()
@@ -316,11 +324,17 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
             extractions = None
             if "extractions" in state:
                 # Looked up, or asked and recorded (acks=all) before use (I2).
-                extractions = await state["extractions"].for_batch(messages)
-            batch = await loop.run_in_executor(
-                None, prepare_batch, messages, state["encoder"], extractions
-            )
-            await publish_prepared(state["producer"], settings, batch, names["prepared"])
-            log.debug("prepared %d events, %s", len(messages), dict(batch.counts))
+                with stats.timed("extractions"):
+                    extractions = await state["extractions"].for_batch(messages)
+            with stats.timed("prepare"):
+                batch = await loop.run_in_executor(
+                    None, prepare_batch, messages, state["encoder"], extractions
+                )
+            with stats.timed("publish"):
+                await publish_prepared(state["producer"], settings, batch, names["prepared"])
+            stats.seconds["encode"] += batch.encode_seconds
+            stats.counts.update(batch.counts)
+            stats.counts["events"] += len(messages)
+            stats.counts["batches"] += 1
 
     return app

@@ -14,7 +14,6 @@ import asyncio
 import logging
 import re
 import time
-from collections import Counter
 from collections.abc import Iterable
 
 from aiokafka import AIOKafkaConsumer
@@ -22,6 +21,7 @@ from aiokafka.errors import ConsumerStoppedError
 from mode import Service
 
 from pipeline.runtime.settings import Settings
+from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.milvus import DEFAULT_COLLECTION, MilvusView
 from pipeline.views.milvus import watermark_key as milvus_watermark_key
 from pipeline.views.state_topic import (
@@ -109,7 +109,7 @@ class SinkStage(Service):
         self._consumer: AIOKafkaConsumer | None = None
         self._view: MilvusView | None = None
         self._dirty = False
-        self.counts: Counter[str] = Counter()
+        self.stats = StageStats(STAGE)
 
     async def on_start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -129,7 +129,12 @@ class SinkStage(Service):
         consumer.subscribe([self.state_topic])
         self._consumer = consumer
 
+    @Service.timer(2.0)
+    async def _write_stats(self) -> None:
+        self.stats.write(self.settings.data_dir)
+
     async def on_stop(self) -> None:
+        self.stats.write(self.settings.data_dir)
         if self._consumer is not None:
             await self._consumer.stop()
         if self._view is not None:
@@ -152,12 +157,14 @@ class SinkStage(Service):
                 raise
             messages = [(m.key, m.value) for batch in batches.values() for m in batch]
             if messages:
-                count = await loop.run_in_executor(None, apply_to_view, view, messages)
+                with self.stats.timed("view"):
+                    count = await loop.run_in_executor(None, apply_to_view, view, messages)
                 await consumer.commit()  # after the view has them: at-least-once, idempotent
-                self.counts["state_messages"] += count
+                self.stats.counts["state_messages"] += count
                 self._dirty = True
             if self._dirty and time.monotonic() - last_flush >= FLUSH_EVERY_S:
                 # Sealed segments keep Milvus searches off the slow unflushed path.
-                await loop.run_in_executor(None, view.flush)
+                with self.stats.timed("flush"):
+                    await loop.run_in_executor(None, view.flush)
                 self._dirty = False
                 last_flush = time.monotonic()
