@@ -13,14 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.scenarios.harness import (
-    LoadedScenario,
-    ScenarioResult,
-    format_result,
-    load_scenarios,
-    run_against_stack,
-    summary_table,
-)
+from bench.scenarios.format import LoadedScenario, load_scenarios
+from bench.scenarios.report import summary_table
+from bench.scenarios.runner import ScenarioResult, format_result, run_against_stack
 from pipeline.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration

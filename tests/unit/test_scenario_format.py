@@ -14,25 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from bench.scenarios.harness import (
+from bench.scenarios.checks import Hit, check_recall
+from bench.scenarios.cli import main
+from bench.scenarios.format import (
     CATEGORIES,
-    AdvanceStep,
-    Hit,
     LoadedScenario,
-    RecallStep,
-    RetainStep,
     ScenarioFormatError,
-    check_recall,
     load_scenarios,
-    main,
-    namespace_for,
-    parse_duration,
     parse_scenario_file,
-    run_scenario,
-    run_suite,
-    summary_table,
-    timeline,
 )
+from bench.scenarios.report import summary_table
+from bench.scenarios.runner import namespace_for, run_scenario, run_suite
+from bench.scenarios.steps import AdvanceStep, RecallStep, RetainStep, parse_duration
+from bench.scenarios.timeline import timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ROOT / "scenarios"
