@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -41,6 +42,26 @@ CATEGORIES: tuple[str, ...] = (
     "isolation",
 )
 SCENARIO_SUFFIXES = (".yaml", ".yml")
+
+# Which suite a scenario belongs to follows from where its file sits (``suite_of``): the team's
+# suite, or one half of the generalisation suite (``test`` is held out: only its rates are read).
+Suite = Literal["team", "tune", "test"]
+SUITES: tuple[Suite, ...] = ("team", "tune", "test")
+GENERALISATION_DIR = "generalisation"
+
+
+def suite_of(path: Path | str) -> Suite:
+    """The suite of a scenario file, from its place: ``generalisation/tune/<file>`` is ``tune``,
+    ``generalisation/test/<file>`` is ``test``, a file outside any ``generalisation/`` folder is
+    ``team``. Anywhere else under ``generalisation/`` is an error (``ValueError``)."""
+    folder = Path(path).resolve().parent
+    if folder.parent.name == GENERALISATION_DIR and folder.name in {"tune", "test"}:
+        return "tune" if folder.name == "tune" else "test"
+    if GENERALISATION_DIR in folder.parts:
+        raise ValueError(
+            f"a file under {GENERALISATION_DIR}/ must sit directly in its tune/ or test/ half"
+        )
+    return "team"
 
 
 class Scenario(StrictModel):
@@ -81,6 +102,7 @@ class LoadedScenario:
     scenario: Scenario
     category: str
     path: Path
+    suite: Suite  # from ``path`` (``suite_of``)
 
     @property
     def name(self) -> str:
@@ -136,6 +158,10 @@ def parse_scenario_file(text: str, path: Path | str) -> list[LoadedScenario]:
     """Parse and validate one file's text; raises ``ScenarioFormatError`` naming what is wrong."""
     source = Path(path)
     try:
+        suite = suite_of(source)
+    except ValueError as error:
+        raise ScenarioFormatError([f"{source}: {error}"]) from error
+    try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
@@ -162,7 +188,7 @@ def parse_scenario_file(text: str, path: Path | str) -> list[LoadedScenario]:
             )
         raise ScenarioFormatError(problems) from error
     loaded = [
-        LoadedScenario(scenario, scenario.category or parsed.category, source)
+        LoadedScenario(scenario, scenario.category or parsed.category, source, suite)
         for scenario in parsed.scenarios
     ]
     problems = [
@@ -227,11 +253,15 @@ def select(
     names: Sequence[str] = (),
     categories: Sequence[str] = (),
     languages: Sequence[str] = (),
+    suites: Sequence[str] = (),
 ) -> list[LoadedScenario]:
+    """The scenarios matching every given filter (a filter left empty matches everything); a
+    name matches when it contains one of ``names``."""
     return [
         item
         for item in scenarios
         if (not names or any(part in item.name for part in names))
         and (not categories or item.category in categories)
         and (not languages or item.language in languages)
+        and (not suites or item.suite in suites)
     ]

@@ -162,6 +162,7 @@ class ScenarioResult:
     name: str
     category: str
     language: str
+    suite: str  # team | tune | test, from the scenario file's place
     path: str
     passed: bool
     failures: list[str] = field(default_factory=list)
@@ -327,6 +328,7 @@ async def run_scenario(
         name=loaded.name,
         category=loaded.category,
         language=loaded.language,
+        suite=loaded.suite,
         path=str(loaded.path),
         passed=not failures,
         failures=failures,

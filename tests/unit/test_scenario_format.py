@@ -516,3 +516,11 @@ async def test_suite_summary_table(capsys: pytest.CaptureFixture[str]) -> None:
     table = summary_table(results)
     assert "isolation" in table and "1/2" in table and "50.0%" in table
     assert table.splitlines()[-1].startswith("TOTAL")
+
+
+async def test_suite_run_without_echo_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    scenarios = parse_scenario_file(RUNNABLE, "inline.yaml")
+    results = await run_suite(FakeBackend(), scenarios, echo=False)
+    assert capsys.readouterr().out == ""
+    assert [r.suite for r in results] == ["team", "team"]
+    assert [r.passed for r in results] == [True, False]
