@@ -16,5 +16,5 @@ Modules, in dependency order:
 - ``report``: pass-rate tables and the JSON report;
 - ``cli``: ``hindsight scenarios run|validate``.
 
-Everything but ``runner``'s stack and ``cli`` is unit-tested without a broker.
+Everything except running against the real stack is unit-tested without a broker.
 """
