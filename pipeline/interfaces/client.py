@@ -47,9 +47,6 @@ class Receipt:
     offset: int
 
 
-TurnReceipt = Receipt
-
-
 @dataclass(frozen=True)
 class ForgetOutcome:
     """What a forget did: where it landed, and (once applied) the memories it took."""
