@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "recall-latency": "bench.recall_latency",
     "locomo": "bench.locomo.runner",
     "scale-out": "bench.scale_out",
+    "chaos": "bench.chaos",
 }
 
 
