@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "locomo": "bench.locomo.runner",
     "scale-out": "bench.scale_out",
     "chaos": "bench.chaos",
+    "load": "bench.load",
 }
 
 
