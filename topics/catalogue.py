@@ -7,6 +7,10 @@ keyed by memory id for compaction but written to its namespace's partition expli
 The extractions topic is part of the truth (recorded LLM extractions, I2) and kept forever, but it
 is not an input the worker consumes: the worker and replay read it to look records up, by the
 partition of the turn they belong to.
+
+The keys topic (API keys, keyed by key id) is not a pipeline topic: it has one partition, so every
+API process reads all key events in one order, and it is compacted, so the latest event per key id
+is what stays (a revocation outlives the creation it revokes).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ Role = Literal[
     "memory_state",
     "memory_updates",
     "dead_letters",
+    "keys",
 ]
 
 
@@ -32,6 +37,7 @@ class TopicSpec:
     cleanup_policy: Literal["delete", "compact"]
     retention_ms: int  # -1 keeps forever: the input log is the truth (I1)
     configs: dict[str, str] = field(default_factory=dict)
+    partitions: int | None = None  # None: the pipeline's shared count (co-partitioning, I3)
 
     def name(self, prefix: str = "") -> str:
         return f"{prefix}{self.base_name}"
@@ -60,6 +66,14 @@ TOPICS: dict[Role, TopicSpec] = {
         ),
         TopicSpec("memory_updates", "hindsight.memory-updates.v1", "delete", 7 * 24 * 3600 * 1000),
         TopicSpec("dead_letters", "hindsight.dead-letters.v1", "delete", 30 * 24 * 3600 * 1000),
+        TopicSpec(
+            "keys",
+            "hindsight.keys.v1",
+            "compact",
+            -1,
+            {"min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000"},
+            partitions=1,
+        ),
     )
 }
 

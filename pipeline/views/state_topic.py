@@ -17,6 +17,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.partitioner import DefaultPartitioner
 
+from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.settings import KafkaSecurity
 from schemas.codec import encode
 from schemas.errors import WatermarkTimeout
 from schemas.memory import MemoryChanged, MemoryRecord, Watermark
@@ -37,9 +39,11 @@ def watermark_key(topic: str, partition: int) -> str:
     return f"{WATERMARK_PREFIX}{topic}:{partition}"
 
 
-async def partition_ids(bootstrap: str, topic: str) -> list[int]:
+async def partition_ids(
+    bootstrap: str, topic: str, security: KafkaSecurity | None = None
+) -> list[int]:
     """The topic's partitions, or [] when it does not exist (from a metadata request)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_kwargs(security))
     await admin.start()
     try:
         described = await admin.describe_topics([topic])
@@ -51,9 +55,12 @@ async def partition_ids(bootstrap: str, topic: str) -> list[int]:
     return []
 
 
-def make_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
+def make_producer(
+    bootstrap: str, client_id: str, security: KafkaSecurity | None = None
+) -> AIOKafkaProducer:
     # acks=all + idempotence: a crash loses no write and duplicates none (I8).
     return AIOKafkaProducer(
+        **client_kwargs(security),
         bootstrap_servers=bootstrap,
         client_id=client_id,
         acks="all",
@@ -137,8 +144,10 @@ class StateFollower:
         state_topic: str,
         on_record: RecordSink,
         on_remove: RemoveSink,
+        security: KafkaSecurity | None = None,
     ) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._topic = state_topic
         self._on_record = on_record
         self._on_remove = on_remove
@@ -154,10 +163,11 @@ class StateFollower:
         return dict(self._watermarks)
 
     async def start(self, catch_up_timeout: float = 120.0) -> None:
-        partitions = await partition_ids(self._bootstrap, self._topic)
+        partitions = await partition_ids(self._bootstrap, self._topic, self._security)
         if not partitions:
             raise WatermarkTimeout(f"state topic {self._topic} does not exist; create topics first")
         consumer = AIOKafkaConsumer(
+            **client_kwargs(self._security),
             bootstrap_servers=self._bootstrap,
             group_id=None,
             enable_auto_commit=False,
