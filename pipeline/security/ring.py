@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -54,6 +54,8 @@ class KeyRing:
         self.failure: str | None = None
         self.ready = False
         self.events_applied = 0
+        # Set by the follower: read the topic up to its current end (a key created a moment ago).
+        self.catch_up: Callable[[], Awaitable[None]] | None = None
 
     def apply(self, event: KeyEvent) -> None:
         self._state = apply_key_event(self._state, event)
@@ -81,6 +83,12 @@ class KeyRing:
             raise AuthenticationFailed(str(error)) from None
         moment = now or datetime.now(UTC)
         record = self._state.get(presented.key_id)
+        if record is None and self.catch_up is not None:
+            # `keys create` then an immediate request: the key may be in the topic but not yet
+            # here. One bounded read to the end settles it (concurrent ones queue, one at a time).
+            with contextlib.suppress(KeyRingUnavailable):
+                await self.catch_up()
+            record = self._state.get(presented.key_id)
         reason = usable(record, moment)
         if reason is not None or record is None or record.secret_hash is None:
             raise AuthenticationFailed(reason or "unusable key")
@@ -119,6 +127,7 @@ class KeyRingFollower:
         self._task: asyncio.Task[None] | None = None
         self._positions: dict[int, int] = {}
         self._changed = asyncio.Condition()
+        self._catching_up = asyncio.Lock()
 
     async def start(self, catch_up_timeout: float = 60.0) -> None:
         partitions = await partition_ids(self._bootstrap, self._topic, self._security)
@@ -144,6 +153,16 @@ class KeyRingFollower:
         for tp, end in ends.items():
             await self.wait_for(tp.partition, end - 1, deadline - asyncio.get_running_loop().time())
         self.ring.ready = True
+        self.ring.catch_up = self.catch_up
+
+    async def catch_up(self, timeout: float = 2.0) -> None:
+        """Return once the ring has applied everything in the topic as of now."""
+        assert self._consumer is not None
+        async with self._catching_up:
+            assignment = list(self._consumer.assignment())
+            ends = await asyncio.wait_for(self._consumer.end_offsets(assignment), timeout)
+            for tp, end in ends.items():
+                await self.wait_for(tp.partition, end - 1, timeout)
 
     def _on_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled():
