@@ -96,7 +96,11 @@ def cmd_topics_create(args: argparse.Namespace) -> int:
         raise HindsightError("topics create: --bootstrap HOST:PORT is required")
     asyncio.run(
         ensure_topics(
-            settings.bootstrap, settings.topic_prefix, settings.partitions, args.replication_factor
+            settings.bootstrap,
+            settings.topic_prefix,
+            settings.partitions,
+            args.replication_factor,
+            security=settings.kafka,
         )
     )
     print("topics ready")
