@@ -26,9 +26,12 @@ CHILD_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PAR
 @pytest.fixture(scope="module")
 async def app_client(stack_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app = create_api(stack_settings)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://hindsight.test", timeout=60
-    ) as client:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://hindsight.test", timeout=60
+        ) as client,
+    ):
         yield client
 
 

@@ -12,7 +12,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 
-from infra.broker import CREDENTIALS_FILE, LocalKafka
+from infra.broker import CREDENTIALS_FILE, LocalKafka, LocalKafkaCluster
 from pipeline.runtime.kafka import client_kwargs
 from pipeline.runtime.settings import KafkaSecurity
 from pipeline.views.state_topic import make_producer
@@ -36,7 +36,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
         yield kafka
 
 
-def _security(kafka: LocalKafka, user: str, password: str | None = None) -> KafkaSecurity:
+def _security(
+    kafka: LocalKafka | LocalKafkaCluster, user: str, password: str | None = None
+) -> KafkaSecurity:
     credentials = kafka.credentials or {}
     return KafkaSecurity(
         protocol="SASL_PLAINTEXT",
@@ -157,3 +159,15 @@ def test_settings_refuse_incomplete_sasl(tmp_path: Path) -> None:
 
     with pytest.raises(SettingsError, match="HINDSIGHT_KAFKA_SASL_PASSWORD"):
         KafkaSecurity(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512", sasl_username="u")
+
+
+def test_a_three_node_cluster_runs_scram_between_brokers(tmp_path: Path) -> None:
+    """Inter-broker replication over SCRAM (RF 3, acks=all), controllers over PLAIN."""
+    with LocalKafkaCluster(tmp_path / "cluster", security="scram") as cluster:
+        admin = _security(cluster, ADMIN_USER)
+        asyncio.run(ensure_topics(cluster.bootstrap, "", 2, 3, security=admin))
+        cluster.apply_acls(acl_rules("", APP_ID))
+        client = _security(cluster, CLIENT_USER)
+        assert asyncio.run(_produce(cluster.bootstrap, NAMES["turns"], client)) >= 0
+        with pytest.raises(TopicAuthorizationFailedError):
+            asyncio.run(_produce(cluster.bootstrap, NAMES["memory_state"], client))
