@@ -388,3 +388,35 @@ async def test_concurrent_first_requests_all_succeed(issued: tuple[str, str, str
     ring = _ring(_created(key_id, ["*:recall"], secret_hash))
     principals = await asyncio.gather(*(ring.authenticate(token, T0) for _ in range(8)))
     assert {p.key_id for p in principals} == {key_id}
+
+
+# -- exposure: no auth is for loopback only -------------------------------------------------
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.10", False),
+        ("example.com", False),
+        ("", False),
+    ],
+)
+def test_is_loopback(host: str, loopback: bool) -> None:
+    from pipeline.interfaces.auth import is_loopback
+
+    assert is_loopback(host) is loopback
+
+
+def test_check_exposure_refuses_only_non_loopback_without_auth() -> None:
+    from pipeline.interfaces.auth import check_exposure
+    from schemas.errors import HindsightError
+
+    check_exposure("0.0.0.0", auth=True)
+    check_exposure("127.0.0.1", auth=False)
+    with pytest.raises(HindsightError, match=r"refusing to listen on 0\.0\.0\.0"):
+        check_exposure("0.0.0.0", auth=False)
