@@ -36,6 +36,7 @@ from topics.catalogue import topic_names
 
 log = logging.getLogger("hindsight.keys")
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Argon2id runs at once at most (each takes ~19 MiB and one core for ~40 ms).
 CONCURRENT_VERIFICATIONS = 2
 
@@ -67,7 +68,11 @@ class KeyRing:
         return self._state.get(key_id)
 
     def records(self) -> list[KeyRecord]:
-        return sorted(self._state.values(), key=lambda r: (r.created_at is None, r.created_at))
+        """Oldest first; keys known only from a revocation (after compaction) last, by id."""
+        return sorted(
+            self._state.values(),
+            key=lambda r: (r.created_at is None, r.created_at or _EPOCH, r.key_id),
+        )
 
     async def authenticate(self, token: str | None, now: datetime | None = None) -> Principal:
         """The principal for a presented key, or ``AuthenticationFailed`` (details in logs)."""

@@ -420,3 +420,12 @@ def test_check_exposure_refuses_only_non_loopback_without_auth() -> None:
     check_exposure("127.0.0.1", auth=False)
     with pytest.raises(HindsightError, match=r"refusing to listen on 0\.0\.0\.0"):
         check_exposure("0.0.0.0", auth=False)
+
+
+def test_ring_lists_keys_oldest_first_and_revocation_only_keys_last() -> None:
+    ring = _ring(
+        _created("bbbbbbbbbbbb", ["*:recall"]),
+        KeyRevoked(event_id="r1", key_id="cccccccccccc", revoked_at=T0),
+        KeyRevoked(event_id="r2", key_id="aaaaaaaaaaaa", revoked_at=T0),
+    )
+    assert [r.key_id for r in ring.records()] == ["bbbbbbbbbbbb", "aaaaaaaaaaaa", "cccccccccccc"]
