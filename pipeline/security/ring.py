@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 
 from pipeline.runtime.kafka import client_kwargs
 from pipeline.runtime.settings import KafkaSecurity, Settings
@@ -165,7 +166,10 @@ class KeyRingFollower:
         assert self._consumer is not None
         async with self._catching_up:
             assignment = list(self._consumer.assignment())
-            ends = await asyncio.wait_for(self._consumer.end_offsets(assignment), timeout)
+            try:
+                ends = await asyncio.wait_for(self._consumer.end_offsets(assignment), timeout)
+            except (TimeoutError, KafkaError) as error:
+                raise KeyRingUnavailable(f"keys topic end offsets: {error!r}") from error
             for tp, end in ends.items():
                 await self.wait_for(tp.partition, end - 1, timeout)
 
