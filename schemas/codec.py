@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -10,6 +10,9 @@ from pydantic import BaseModel, ValidationError
 from schemas.errors import InvalidEvent
 from schemas.events import EVENT_TYPES, MAX_EVENT_BYTES, InputEvent
 from schemas.upcasting import upcast
+
+if TYPE_CHECKING:
+    from schemas.prepared import EventPrepared
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -31,8 +34,27 @@ def decode_event(raw: bytes | None) -> InputEvent:
     if not isinstance(payload, dict):
         raise InvalidEvent("event must be a JSON object", None, "decode")
     upcasted = upcast(payload)
-    model = EVENT_TYPES[upcasted["event_type"]]
+    model = EVENT_TYPES.get(upcasted["event_type"])
+    if model is None:
+        raise InvalidEvent(
+            f"{upcasted['event_type']} is not an input event", "event_type", "validate"
+        )
     return validate(model, upcasted)  # type: ignore[return-value]
+
+
+def decode_prepared(raw: bytes | None) -> EventPrepared:
+    """Parse, upcast and validate one prepared event (what consolidation and replay read)."""
+    from schemas.prepared import EventPrepared
+
+    if raw is None:
+        raise InvalidEvent("message has no value", None, "decode")
+    try:
+        payload: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise InvalidEvent(f"malformed JSON: {error}", None, "decode") from error
+    if not isinstance(payload, dict) or payload.get("event_type") != "EventPrepared":
+        raise InvalidEvent("expected an EventPrepared object", "event_type", "decode")
+    return validate(EventPrepared, upcast(payload))
 
 
 def validate(model: type[ModelT], payload: dict[str, Any]) -> ModelT:

@@ -23,6 +23,7 @@ TURN_SCHEMA_VERSION: Final = 2
 COMMAND_SCHEMA_VERSION: Final = 1
 SIGNAL_SCHEMA_VERSION: Final = 1
 EXTRACTION_SCHEMA_VERSION: Final = 1
+PREPARED_SCHEMA_VERSION: Final = 1  # schemas.prepared.EventPrepared
 
 
 def _check_namespace(value: str) -> str:
@@ -175,6 +176,7 @@ CURRENT_VERSIONS: dict[str, int] = {
     "CommandIssued": COMMAND_SCHEMA_VERSION,
     "MemoriesRecalled": SIGNAL_SCHEMA_VERSION,
     "ExtractionRecorded": EXTRACTION_SCHEMA_VERSION,
+    "EventPrepared": PREPARED_SCHEMA_VERSION,
 }
 
 

@@ -11,9 +11,10 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MEMORY_RECORD_VERSION: Final = 1
+MEMORY_RECORD_VERSION: Final = 2
 MEMORY_UPDATE_VERSION: Final = 1
 WATERMARK_VERSION: Final = 1
+BANK_COUNTERS_VERSION: Final = 1
 
 Region = Literal["episodic", "semantic", "procedural"]
 Kind = Literal["preference", "task_state", "fact", "procedure", "decision", "emotion", "chit_chat"]
@@ -73,7 +74,7 @@ class HistoryEntry(BaseModel):
 
 
 class SourceTurn(BaseModel):
-    """Provenance: a turn this memory came from."""
+    """Provenance: a turn this memory came from, and where it sits in the input log."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -82,12 +83,15 @@ class SourceTurn(BaseModel):
     speaker: str
     event_time: datetime
     dialogue_id: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
 
 
 class MemoryRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    schema_version: Literal[1] = MEMORY_RECORD_VERSION
+    schema_version: Literal[2] = MEMORY_RECORD_VERSION
     id: str
     namespace: str
     region: Region
@@ -116,12 +120,9 @@ class MemoryRecord(BaseModel):
     activation_at: datetime
     history: list[HistoryEntry] = Field(default_factory=list)
     vector: list[float] = Field(default_factory=list)
-    # Last input position that changed this record: replays of older positions are skipped (I4).
-    applied_partition: int = 0
-    applied_offset: int = -1
-    # Offsets are per topic (turns, commands, signals): the highest offset that changed this
-    # record, per "<topic>:<partition>", is what replay checks against.
-    applied_positions: dict[str, int] = Field(default_factory=dict)
+    # Input-log offset of the turn that created it: a bank restored from the state topic orders
+    # its records exactly as the live bank inserted them (tie-breaks and segments depend on it).
+    origin_offset: int = -1
 
     @property
     def source_event_ids(self) -> list[str]:
@@ -150,7 +151,11 @@ class MemoryChanged(BaseModel):
 
 
 class Watermark(BaseModel):
-    """How far a view has applied an input partition (I5); lives in the state topic too."""
+    """How far consolidation has applied an input partition (I5); lives in the state topic.
+
+    ``input_timestamp_ms`` is the broker timestamp of the input event at ``offset``, so a follower
+    can tell how long a turn took to become recallable.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -159,6 +164,24 @@ class Watermark(BaseModel):
     topic: str
     partition: int
     offset: int
+    input_timestamp_ms: int | None = None
+
+
+class BankCounters(BaseModel):
+    """A namespace's consolidation schedule, kept beside its records in the state topic.
+
+    Restoring a partition's tables reads these back, so "light consolidation every N turns" and
+    idle detection fall on the same events after a restart or a rebalance as in a replay (I2).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = BANK_COUNTERS_VERSION
+    event_type: Literal["BankCounters"] = "BankCounters"
+    namespace: str
+    turns_seen: int = 0
+    turns_since_consolidation: int = 0
+    last_turn_at: datetime | None = None
 
 
 class DeadLetter(BaseModel):

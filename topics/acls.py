@@ -18,13 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from topics.catalogue import INPUT_ROLES, TOPICS
+from topics.catalogue import TOPICS, Role
 
 ADMIN_USER = "hindsight-admin"
 SERVICE_USER = "hindsight-service"
 CLIENT_USER = "hindsight-client"
 
 Resource = Literal["topic", "group", "transactional-id"]
+
+# What a publishing client may write: the one input log (turns, commands, signals).
+CLIENT_WRITABLE: tuple[Role, ...] = ("events",)
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class AclRule:
 
 def acl_rules(prefix: str = "", app_id: str = "hindsight-worker") -> list[AclRule]:
     """The ACLs that let each principal do its job and nothing more, for one deployment."""
-    input_topics = tuple(("topic", TOPICS[role].name(prefix)) for role in INPUT_ROLES)
+    input_topics = tuple(("topic", TOPICS[role].name(prefix)) for role in CLIENT_WRITABLE)
     keys_topic = TOPICS["keys"].name(prefix)
     return [
         # Every catalogue topic (all are named "<prefix>hindsight."): read the input, write views.

@@ -71,13 +71,20 @@ async def ensure_topics(
     partitions: int = 4,
     replication_factor: int = 1,
     security: KafkaSecurity | None = None,
+    *,
+    extra: dict[str, TopicSpec] | None = None,
 ) -> None:
-    """Create every catalogue topic under ``prefix``; existing ones get their settings reapplied."""
+    """Create every catalogue topic under ``prefix``; existing ones get their settings reapplied.
+
+    ``extra`` maps further topic names to the spec they follow (a reindex's prepared topic, named
+    after its encoder, follows the prepared spec).
+    """
     if partitions < 1 or replication_factor < 1:
         raise TopicAdminError(
             f"partitions/replication_factor: need >= 1, got {partitions}/{replication_factor}"
         )
     specs = {spec.name(prefix): spec for spec in TOPICS.values()}
+    specs.update(extra or {})
     configs = {name: topic_configs(spec, replication_factor) for name, spec in specs.items()}
     counts = {name: spec.partitions or partitions for name, spec in specs.items()}
     async with _admin(bootstrap, security) as admin:

@@ -1,12 +1,14 @@
-"""Topic names, partitions, cleanup policies and retention.
+"""Topic names, partitions, cleanup policies and retention — the only place topics are named.
 
-Every pipeline topic is keyed by namespace and shares one partition count, so a namespace lands on
-the same partition number everywhere (co-partitioning, invariant I3). The memory-state topic is
-keyed by memory id for compaction but written to its namespace's partition explicitly.
+One input log, ``hindsight.events.v1``: turns, commands and signals of a namespace share one
+partition, so the partition's order is *the* order, live and in replay (I3). Every pipeline topic
+is keyed by namespace and shares one partition count, so a namespace lands on the same partition
+number everywhere (co-partitioning). The memory-state topic is keyed by memory id for compaction
+but written to its namespace's partition explicitly.
 
-The extractions topic is part of the truth (recorded LLM extractions, I2) and kept forever, but it
-is not an input the worker consumes: the worker and replay read it to look records up, by the
-partition of the turn they belong to.
+The truth (I1) is the input log plus the recorded model outputs: LLM extractions and, per
+encoder, the prepared events (vectors). Reindexing with another encoder writes a prepared topic
+named after it (:func:`prepared_topic`); the default encoder's is ``hindsight.prepared.v1``.
 
 The keys topic (API keys, keyed by key id) is not a pipeline topic: it has one partition, so every
 API process reads all key events in one order, and it is compacted, so the latest event per key id
@@ -15,13 +17,13 @@ is what stays (a revocation outlives the creation it revokes).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 Role = Literal[
-    "turns",
-    "commands",
-    "signals",
+    "events",
+    "prepared",
     "extractions",
     "memory_state",
     "memory_updates",
@@ -29,13 +31,15 @@ Role = Literal[
     "keys",
 ]
 
+FOREVER = -1  # retention.ms: the log is the truth (I1)
+
 
 @dataclass(frozen=True)
 class TopicSpec:
     role: Role
     base_name: str
     cleanup_policy: Literal["delete", "compact"]
-    retention_ms: int  # -1 keeps forever: the input log is the truth (I1)
+    retention_ms: int
     configs: dict[str, str] = field(default_factory=dict)
     partitions: int | None = None  # None: the pipeline's shared count (co-partitioning, I3)
 
@@ -53,15 +57,14 @@ class TopicSpec:
 TOPICS: dict[Role, TopicSpec] = {
     spec.role: spec
     for spec in (
-        TopicSpec("turns", "hindsight.turns.v1", "delete", -1),
-        TopicSpec("commands", "hindsight.commands.v1", "delete", -1),
-        TopicSpec("signals", "hindsight.signals.v1", "delete", -1),
-        TopicSpec("extractions", "hindsight.extractions.v1", "delete", -1),
+        TopicSpec("events", "hindsight.events.v1", "delete", FOREVER),
+        TopicSpec("prepared", "hindsight.prepared.v1", "delete", FOREVER),
+        TopicSpec("extractions", "hindsight.extractions.v1", "delete", FOREVER),
         TopicSpec(
             "memory_state",
             "hindsight.memory-state.v1",
             "compact",
-            -1,
+            FOREVER,
             {"min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000"},
         ),
         TopicSpec("memory_updates", "hindsight.memory-updates.v1", "delete", 7 * 24 * 3600 * 1000),
@@ -70,15 +73,30 @@ TOPICS: dict[Role, TopicSpec] = {
             "keys",
             "hindsight.keys.v1",
             "compact",
-            -1,
+            FOREVER,
             {"min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000"},
             partitions=1,
         ),
     )
 }
 
-INPUT_ROLES: tuple[Role, ...] = ("turns", "commands", "signals")
-
 
 def topic_names(prefix: str = "") -> dict[Role, str]:
     return {role: spec.name(prefix) for role, spec in TOPICS.items()}
+
+
+def encoder_slug(encoder_id: str) -> str:
+    """A topic-name-safe form of an encoder id (``all-MiniLM-L6-v2/onnx-fp32`` -> ``…_onnx-fp32``)
+    so a reindex can name its prepared topic after the encoder."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", encoder_id).strip("_").lower()
+
+
+def prepared_topic(prefix: str = "", encoder_id: str | None = None) -> str:
+    """The prepared topic for an encoder: the default one, or a reindex target named after it."""
+    base = TOPICS["prepared"].name(prefix)
+    return base if encoder_id is None else f"{base}.{encoder_slug(encoder_id)}"
+
+
+def consumer_group(app_id: str, stage: str) -> str:
+    """Each stage is its own consumer group, scaled on its own: ``<app_id>-<stage>``."""
+    return f"{app_id}-{stage}"

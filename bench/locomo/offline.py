@@ -1,8 +1,9 @@
 """Offline LoCoMo harness for fast iteration: the real ingest code, no Kafka, no Milvus.
 
 Turns are built exactly as the runner publishes them, encoded to the bytes the worker reads, and
-applied by the same ``MemoryEngine.process`` (real encoder, batches of ``Settings.batch_size``,
-one conversation per namespace). The resulting records (what the state topic would carry) are
+applied by the stages' own code through ``LocalPipeline`` (real encoder, prepare batches of
+``Settings.batch_size``, one conversation per namespace). The resulting records (what the state
+topic would carry) are
 cached as JSON under /tmp, so recall-side changes are re-measured in seconds; ingest-side changes
 (search text, filtering, segmentation) need ``--rebuild``. Questions are asked through
 ``RecallEngine.recall`` and scored by the runner's own ``evaluate`` and ``HindsightRetriever``,
@@ -31,17 +32,16 @@ from bench.locomo.dataset import Conversation, load_locomo
 from bench.locomo.metrics import QuestionScore, aggregate
 from bench.locomo.report import render_summary
 from bench.locomo.runner import RECALL_LIMIT, HindsightRetriever, evaluate
-from pipeline.ingest.engine import MemoryEngine, RawRecord
+from pipeline.ingest.local import LocalPipeline
 from pipeline.models.encoders import Encoder, Vectors, load_encoder
 from pipeline.recall.engine import RecallEngine
 from pipeline.recall.hot_index import HotIndex
 from pipeline.runtime.settings import Settings
-from schemas.codec import encode, validate
+from schemas.codec import validate
 from schemas.events import TurnRecorded
 from schemas.memory import MemoryRecord
 
 DEFAULT_CACHE = Path("/tmp/hindsight-locomo-offline")
-TURNS_TOPIC = "hindsight.turns.v1"
 
 
 def turn_events(conversation: Conversation) -> list[TurnRecorded]:
@@ -67,36 +67,13 @@ def turn_events(conversation: Conversation) -> list[TurnRecorded]:
 def ingest(
     conversations: Sequence[Conversation], encoder: Encoder, settings: Settings
 ) -> list[MemoryRecord]:
-    """Run every conversation through ``MemoryEngine.process``; the final record states."""
-    engine = MemoryEngine(encoder, settings.memory, lambda _namespace: [])
-    latest: dict[str, MemoryRecord] = {}
-    erased: set[str] = set()
-    next_offset: dict[int, int] = {}
-    for number, conversation in enumerate(conversations):
-        # Namespaces share partitions, so offsets continue across conversations (as in Kafka).
-        partition = number % settings.partitions
-        start_offset = next_offset.get(partition, 0)
-        raws = [
-            RawRecord(
-                "turns",
-                TURNS_TOPIC,
-                partition,
-                start_offset + offset,
-                event.namespace.encode(),
-                encode(event),
-            )
-            for offset, event in enumerate(turn_events(conversation))
-        ]
-        next_offset[partition] = start_offset + len(raws)
-        for start in range(0, len(raws), settings.batch_size):
-            result = engine.process(raws[start : start + settings.batch_size])
-            for memory_id, record in result.final_records().items():
-                latest[memory_id] = record
-                erased.discard(memory_id)
-            for memory_id in result.erased_ids():
-                latest.pop(memory_id, None)
-                erased.add(memory_id)
-    return list(latest.values())
+    """Run every conversation through the stages' own code (``LocalPipeline``): final records."""
+    pipeline = LocalPipeline(encoder, settings.memory, partitions=settings.partitions)
+    for conversation in conversations:
+        for event in turn_events(conversation):
+            pipeline.publish(event.namespace, event)
+    pipeline.run(prepare_batch_size=settings.batch_size)
+    return list(pipeline.records().values())
 
 
 def save_records(path: Path, records: Sequence[MemoryRecord]) -> None:

@@ -79,12 +79,12 @@ def _print_json(payload: Any) -> None:
 
 # -- commands -------------------------------------------------------------------------------
 def cmd_worker(args: argparse.Namespace) -> int:
-    from pipeline.ingest.worker import run_worker
+    from pipeline.ingest.worker import parse_stages, run_worker
 
     settings = _settings(args)
     if not settings.bootstrap:
         raise HindsightError("worker: --bootstrap HOST:PORT is required (or HINDSIGHT_BOOTSTRAP)")
-    run_worker(settings, loglevel=args.loglevel)
+    run_worker(settings, parse_stages(args.stages), loglevel=args.loglevel)
     return 0
 
 
@@ -235,22 +235,23 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     async def action(client: Any) -> Any:
-        receipt = await client.forget(
+        return await client.forget_and_report(
             args.namespace,
             memory_ids=args.ids or (),
             query=args.query,
             whole_namespace=args.all,
             hard=args.hard,
             reason=args.reason,
+            timeout=args.timeout,
         )
-        await client.wait_applied(receipt, timeout=args.timeout)
-        return receipt
 
-    receipt = asyncio.run(_with_client(args, action))
+    outcome = asyncio.run(_with_client(args, action))
     if args.json:
-        _print_json(receipt.__dict__)
+        _print_json({**outcome.receipt.__dict__, "memory_ids": outcome.memory_ids})
     else:
-        print(f"{'erased' if args.hard else 'forgotten'}: command {receipt.event_id} applied")
+        verb = "erased" if args.hard else "forgotten"
+        taken = ", ".join(outcome.memory_ids) or "nothing matched"
+        print(f"{verb} ({outcome.receipt.event_id}): {taken}")
     return 0
 
 
@@ -293,7 +294,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     settings = _client_settings(args)
     summary = asyncio.run(
-        run_replay(settings, Path(args.into), reindex=args.reindex, re_extract=args.re_extract)
+        run_replay(
+            settings,
+            Path(args.into),
+            reindex=args.reindex,
+            re_extract=args.re_extract,
+            until=_parse_time(args.until),
+            progress=not args.json,
+        )
     )
     _print_json(summary) if args.json else print(json.dumps(summary, indent=2, default=str))
     return 0
@@ -323,8 +331,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mcp-http", action="store_true", help="also serve MCP over streamable HTTP")
     p.set_defaults(func=cmd_up)
 
-    p = sub.add_parser("worker", help="run a pipeline worker against an existing Kafka and Milvus")
+    p = sub.add_parser("worker", help="run pipeline stages against an existing Kafka and Milvus")
     stack_options(p)
+    p.add_argument(
+        "--stages",
+        default="prepare,consolidate,sink",
+        help="comma-separated stages to run in this process (default: all three)",
+    )
     p.add_argument("--milvus", help="Milvus URI: a Milvus Lite file path or http://host:19530")
     p.add_argument("--app-id")
     p.add_argument("--encoder")
@@ -435,7 +448,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="rebuild every derived view from the log into a fresh target")
     stack_options(p)
     p.add_argument("--into", required=True, help="directory for the rebuilt views")
-    p.add_argument("--reindex", action="store_true", help="re-embed with the configured encoder")
+    p.add_argument(
+        "--reindex",
+        action="store_true",
+        help="re-run prepare with the configured encoder into a prepared topic named after it",
+    )
+    p.add_argument("--until", help="only events up to this event time (ISO-8601): belief at T")
     p.add_argument(
         "--re-extract",
         action="store_true",

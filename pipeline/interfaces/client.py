@@ -1,9 +1,11 @@
 """The Python client: what an agent uses to retain turns and recall memories.
 
-``retain`` publishes an immutable ``TurnRecorded`` event and returns where it landed in the log;
-``recall`` answers from the hot recall view (fed by the compacted state topic) and can wait until
-that view has applied a given turn (read-your-writes, I5). Every recall publishes its hits to the
-signals topic, so reinforcement is an event that replay reproduces.
+Every write — a turn, a forget, a tick, a pin, a recall's reinforcement signal — is an event on
+the one input log ``hindsight.events.v1`` and returns where it landed (a ``Receipt``), so
+``recall(wait_for=receipt)`` covers all of them (read-your-writes, I5). ``recall`` answers from
+the hot recall view fed by the compacted state topic. A forget by query carries the query: the
+pipeline resolves it at the command's place in the log, so it sees the turns before it, and
+replay resolves it identically.
 """
 
 from __future__ import annotations
@@ -48,7 +50,14 @@ class Receipt:
 TurnReceipt = Receipt
 
 
-FORGET_TIE_MARGIN = 0.03
+@dataclass(frozen=True)
+class ForgetOutcome:
+    """What a forget did: where it landed, and (once applied) the memories it took."""
+
+    receipt: Receipt
+    command: str  # forget | erase
+    memory_ids: list[str]
+    applied: bool
 
 
 class RecallResult(BaseModel):
@@ -58,6 +67,8 @@ class RecallResult(BaseModel):
     route: str
     memories: list[RecalledMemory]
     context: str
+    # Where the reinforcement signal of this recall landed (None when nothing was reinforced).
+    signal: Receipt | None = None
 
 
 def _now() -> datetime:
@@ -96,7 +107,11 @@ class Hindsight:
         await producer.start()
         index = HotIndex()
         follower = StateFollower(
-            settings.bootstrap, names["memory_state"], index.apply, index.remove, settings.kafka
+            settings.bootstrap,
+            names["memory_state"],
+            index.apply,
+            index.remove,
+            security=settings.kafka,
         )
         try:
             await follower.start()
@@ -109,8 +124,8 @@ class Hindsight:
             await producer.stop()
 
     # -- writing -----------------------------------------------------------------------------
-    async def _publish(self, role: str, namespace: str, event: BaseModel, event_id: str) -> Receipt:
-        topic = self._names[role]  # type: ignore[index]
+    async def _publish(self, namespace: str, event: BaseModel, event_id: str) -> Receipt:
+        topic = self._names["events"]
         metadata = await self._producer.send_and_wait(
             topic, key=namespace.encode(), value=encode(event)
         )
@@ -157,7 +172,7 @@ class Hindsight:
         turn = self._turn(
             namespace, text, speaker, session_id, event_time, role, metadata, event_id
         )
-        return await self._publish("turns", namespace, turn, turn.event_id)
+        return await self._publish(namespace, turn, turn.event_id)
 
     async def retain_many(self, turns: Sequence[dict[str, Any]]) -> list[Receipt]:
         """Publish many turns in order without waiting for each acknowledgement in turn."""
@@ -174,7 +189,7 @@ class Hindsight:
             )
             for t in turns
         ]
-        topic = self._names["turns"]
+        topic = self._names["events"]
         futures = [
             await self._producer.send(topic, key=e.namespace.encode(), value=encode(e))
             for e in events
@@ -211,7 +226,7 @@ class Hindsight:
                 "score": score,
             },
         )
-        return await self._publish("commands", namespace, event, event.event_id)
+        return await self._publish(namespace, event, event.event_id)
 
     async def forget(
         self,
@@ -226,40 +241,74 @@ class Hindsight:
     ) -> Receipt:
         """Soft by default (status forgotten, kept for audit, never recalled); ``hard`` erases.
 
-        Forgetting by query resolves the query to ids here and records both in the command, so the
-        log says exactly what was forgotten and replay does not depend on a later recall.
+        A ``query`` is resolved by the pipeline at this command's place in the log (the best
+        match and what is close to it, see ``pipeline.memory.rules.forgetting``), so a forget
+        sent right after a retain takes that retain too. ``forgotten(receipt)`` tells what went.
         """
-        ids = list(memory_ids)
-        if query is not None:
-            ids += [
-                i for i in await self.resolve_forget_query(namespace, query, at=at) if i not in ids
-            ]
-        if not ids and not whole_namespace:
-            raise HindsightError(
-                "forget: give memory_ids, a query that matches, or whole_namespace=True"
+        if query is not None and not query.strip():
+            raise InvalidEvent("must not be empty", "query", "forget")
+        if not memory_ids and query is None and not whole_namespace:
+            raise InvalidEvent(
+                "give memory_ids, a query or whole_namespace=True", "query", "forget"
             )
         return await self.command(
             namespace,
             "erase" if hard else "forget",
-            memory_ids=ids,
+            memory_ids=list(dict.fromkeys(memory_ids)),
             whole_namespace=whole_namespace,
             query=query,
             reason=reason,
             at=at,
         )
 
-    async def resolve_forget_query(
-        self, namespace: str, query: str, *, at: datetime | None = None
-    ) -> list[str]:
-        """The memories a forget-by-query means: the best match and its near-ties only.
+    async def forget_and_report(
+        self,
+        namespace: str,
+        *,
+        memory_ids: Sequence[str] = (),
+        query: str | None = None,
+        whole_namespace: bool = False,
+        hard: bool = False,
+        reason: str | None = None,
+        wait: bool = True,
+        timeout: float = 30.0,
+    ) -> ForgetOutcome:
+        """Forget, and (with ``wait``) report which memories it took once it was applied.
 
-        Forgetting is destructive, so it takes less than a recall would show as context.
+        The one forget path of the client, HTTP and MCP. An erase leaves nothing to read back,
+        so it reports the memories the namespace had before and no longer has.
         """
-        found = await self.recall(namespace, query, at=at, reinforce=False)
-        if not found.memories:
-            return []
-        best = found.memories[0].score
-        return [m.id for m in found.memories if m.score >= best - FORGET_TIE_MARGIN]
+        check_namespace(namespace)
+        before = {r.id for r in self._index.records(namespace)} if hard else set()
+        receipt = await self.forget(
+            namespace,
+            memory_ids=memory_ids,
+            query=query,
+            whole_namespace=whole_namespace,
+            hard=hard,
+            reason=reason,
+        )
+        if not wait:
+            return ForgetOutcome(receipt, "erase" if hard else "forget", [], False)
+        await self.wait_applied(receipt, timeout)
+        if hard:
+            after = {r.id for r in self._index.records(namespace)}
+            taken = sorted(before - after)
+        else:
+            taken = self.changed_by(receipt)
+        return ForgetOutcome(receipt, "erase" if hard else "forget", taken, True)
+
+    def changed_by(self, receipt: Receipt) -> list[str]:
+        """Ids of the memories an applied command changed (read from their history).
+
+        Erased memories are gone from the view, so an erase reports what it could still see:
+        nothing. Wait for the receipt first (``wait_applied``).
+        """
+        return sorted(
+            record.id
+            for record in self._index.records(receipt.namespace)
+            if any(entry.cause_event_id == receipt.event_id for entry in record.history)
+        )
 
     async def advance(self, namespace: str, to: datetime) -> Receipt:
         """Move a namespace's event time forward (a tick: idle consolidation and cooling)."""
@@ -273,8 +322,9 @@ class Hindsight:
         await self._follower.wait_for(receipt.topic, receipt.partition, receipt.offset, timeout)
 
     async def wait_offset(self, namespace: str, offset: int, timeout: float = 30.0) -> None:
+        """Wait for an input-log offset of the namespace's partition (any event kind)."""
         partition = partition_for(namespace, self.settings.partitions)
-        await self._follower.wait_for(self._names["turns"], partition, offset, timeout)
+        await self._follower.wait_for(self._names["events"], partition, offset, timeout)
 
     def _set_encoder(self, encoder: Encoder) -> None:
         self._encoder = encoder
@@ -341,6 +391,7 @@ class Hindsight:
             memory_chars=self.settings.recall.memory_chars,
         )
         route = trace.route
+        signal_receipt: Receipt | None = None
         if reinforce and memories:
             signal = MemoriesRecalled(
                 event_id=f"sig-{uuid.uuid4().hex}",
@@ -353,7 +404,8 @@ class Hindsight:
                     if m.status == "active" or m.status == "cold"
                 ],
             )
-            await self._publish("signals", namespace, signal, signal.event_id)
+            if signal.hits:
+                signal_receipt = await self._publish(namespace, signal, signal.event_id)
         return RecallResult(
             namespace=namespace,
             query=query,
@@ -361,6 +413,7 @@ class Hindsight:
             route=route,
             memories=memories,
             context=context,
+            signal=signal_receipt,
         )
 
     def records(self, namespace: str) -> list[MemoryRecord]:

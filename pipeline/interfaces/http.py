@@ -112,7 +112,8 @@ class RecallIn(BaseModel):
 
 
 class ForgetIn(BaseModel):
-    """Give ``ids``, a ``query`` (resolved to ids now and recorded with them), or ``all``."""
+    """Give ``ids``, a ``query`` (resolved by the pipeline where the command sits in the log), or
+    ``all``. With ``wait`` the answer lists the memories it took."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -376,39 +377,29 @@ def create_api(
     )
     async def forget(namespace: Namespace, body: ForgetIn, hs: Client, caller: Caller) -> ForgetOut:
         caller.require(namespace, "erase" if body.hard else "forget")
-        ids = list(dict.fromkeys(body.ids))
-        if body.query is not None:
-            resolved = await hs.resolve_forget_query(namespace, body.query)
-            ids += [memory_id for memory_id in resolved if memory_id not in ids]
-        if not ids and not body.all:
-            field = "query" if body.query is not None else "ids"
-            message = (
-                "no memory matches the query"
-                if body.query is not None
-                else "give ids, a query or all=true"
-            )
-            raise InvalidEvent(message, field, "forget")
-        command: Literal["forget", "erase"] = "erase" if body.hard else "forget"
-        # The query is recorded with the ids it resolved to, so replay never re-runs a recall.
-        receipt = await hs.command(
+        if not body.ids and body.query is None and not body.all:
+            raise InvalidEvent("give ids, a query or all=true", "ids", "forget")
+        # The pipeline resolves a query at the command's place in the log (and so in replay).
+        outcome = await hs.forget_and_report(
             namespace,
-            command,
-            memory_ids=ids,
-            whole_namespace=body.all,
+            memory_ids=body.ids,
             query=body.query,
+            whole_namespace=body.all,
+            hard=body.hard,
             reason=body.reason,
+            wait=body.wait,
+            timeout=body.wait_timeout,
         )
-        if body.wait:
-            await hs.wait_applied(receipt, timeout=body.wait_timeout)
+        receipt = outcome.receipt
         return ForgetOut(
             event_id=receipt.event_id,
-            command=command,
-            memory_ids=ids,
+            command="erase" if body.hard else "forget",
+            memory_ids=outcome.memory_ids,
             whole_namespace=body.all,
             topic=receipt.topic,
             partition=receipt.partition,
             offset=receipt.offset,
-            applied=body.wait,
+            applied=outcome.applied,
         )
 
     @app.get(

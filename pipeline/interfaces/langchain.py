@@ -199,11 +199,11 @@ def turn_to_message(turn: TurnRecorded) -> BaseMessage:
     return HumanMessage(name=turn.speaker, **common)
 
 
-async def _turns_partition(settings: Settings, namespace: str) -> TopicPartition:
-    topic = topic_names(settings.topic_prefix)["turns"]
+async def _events_partition(settings: Settings, namespace: str) -> TopicPartition:
+    topic = topic_names(settings.topic_prefix)["events"]
     ids = await partition_ids(settings.bootstrap or "", topic)
     if not ids:
-        raise HindsightError(f"turns topic {topic} does not exist; start the stack first")
+        raise HindsightError(f"input log {topic} does not exist; start the stack first")
     return TopicPartition(topic, partition_for(namespace, len(ids)))
 
 
@@ -212,10 +212,10 @@ async def read_session_turns(
 ) -> tuple[list[TurnRecorded], int]:
     """A session's turns after ``after_offset`` in log order, and the log's last offset.
 
-    Reads only the namespace's partition of the turns topic, up to its end at call time
+    Reads only the namespace's partition of the input log, up to its end at call time.
     An ``after_offset`` past the end reads nothing and just reports the end.
     """
-    partition = await _turns_partition(settings, namespace)
+    partition = await _events_partition(settings, namespace)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap, group_id=None, enable_auto_commit=False
     )
@@ -252,7 +252,7 @@ class HindsightChatMessageHistory(BaseChatMessageHistory):
 
     Each added message becomes a ``TurnRecorded`` (role from the message type, speaker from
     ``message.name`` or ``user_name``/``ai_name``), so it also feeds long-term memory. ``messages``
-    reads the session back from the turns log. ``clear()`` hides earlier turns from this object
+    reads the session back from the input log. ``clear()`` hides earlier turns from this object
     only: the log is immutable; use ``client.forget`` to forget what was remembered.
     """
 

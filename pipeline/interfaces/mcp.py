@@ -254,7 +254,7 @@ def create_mcp_server(
         namespace: NamespaceArg,
         memory_ids: Annotated[list[str], Field(description="Ids to forget")] = [],  # noqa: B006
         query: Annotated[
-            str | None, Field(description="Forget what this query recalls instead")
+            str | None, Field(description="Forget what this query means (resolved in the log)")
         ] = None,
         whole_namespace: Annotated[bool, Field(description="Forget everything")] = False,
         hard: Annotated[
@@ -266,35 +266,29 @@ def create_mcp_server(
         is never recalled again but stays inspectable for audit; hard=true erases it."""
         try:
             await allow(namespace, "erase" if hard else "forget")
-            hs = client()
-            ids = list(dict.fromkeys(memory_ids))
-            if query:
-                resolved = await hs.resolve_forget_query(namespace, query)
-                ids += [memory_id for memory_id in resolved if memory_id not in ids]
-            if not ids and not whole_namespace:
+            if not memory_ids and not query and not whole_namespace:
                 raise InvalidEvent(
-                    "nothing to forget: give memory_ids, a query that matches, or whole_namespace",
-                    "query" if query else "memory_ids",
+                    "nothing to forget: give memory_ids, a query, or whole_namespace",
+                    "memory_ids",
                     "forget",
                 )
-            command: Literal["forget", "erase"] = "erase" if hard else "forget"
-            receipt = await hs.command(
+            outcome = await client().forget_and_report(
                 namespace,
-                command,
-                memory_ids=ids,
-                whole_namespace=whole_namespace,
+                memory_ids=memory_ids,
                 query=query,
+                whole_namespace=whole_namespace,
+                hard=hard,
                 reason=reason,
             )
-            await hs.wait_applied(receipt)
         except HindsightError as error:
             raise ToolError(str(error)) from error
+        receipt = outcome.receipt
         return Forgotten(
             event_id=receipt.event_id,
-            command=command,
-            memory_ids=ids,
+            command="erase" if hard else "forget",
+            memory_ids=outcome.memory_ids,
             whole_namespace=whole_namespace,
-            applied=True,
+            applied=outcome.applied,
         )
 
     @server.tool(annotations=read_only)

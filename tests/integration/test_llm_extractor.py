@@ -25,9 +25,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from pipeline.ingest.prepare import rules_analysis
 from pipeline.ingest.replay import run_replay
 from pipeline.interfaces.client import Hindsight
-from pipeline.memory.decisions import prepare_turn
 from pipeline.memory.rules.llm_extraction import build_messages
 from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.models.llm import ExtractorUnavailable, OpenAICompatibleExtractor, extract_turn
@@ -237,7 +237,7 @@ async def test_a_failing_endpoint_is_retried_then_recorded_as_a_fallback(
     try:
         with pytest.raises(ExtractorUnavailable, match="HTTP 503"):
             await extractor.complete(build_messages(a_turn(REPORT)))
-        record = await extract_turn(extractor, prepare_turn(a_turn(REPORT)))
+        record = await extract_turn(extractor, a_turn(REPORT), rules_analysis(a_turn(REPORT)))
     finally:
         fake.fail_with = None
         await extractor.aclose()
@@ -245,7 +245,7 @@ async def test_a_failing_endpoint_is_retried_then_recorded_as_a_fallback(
     assert len(fake.bodies) - before == 4  # two attempts per call
     assert record.source == "rules_fallback"
     assert record.error is not None and "HTTP 503" in record.error
-    assert record.extraction.kind == prepare_turn(a_turn(REPORT)).classification.kind
+    assert record.extraction.kind == rules_analysis(a_turn(REPORT)).kind
 
 
 # -- worker, log and replay ---------------------------------------------------------------------
@@ -301,8 +301,8 @@ async def test_llm_extractions_are_recorded_used_and_replayed_without_calling_ag
     )
     assert mountains.entities == ["Alps"]
     assert (memories[REPORT].kind, memories[REPORT].base_importance) == ("fact", 0.33)
-    rules = prepare_turn(a_turn(BROKEN))
-    assert memories[BROKEN].kind == rules.classification.kind
+    rules = rules_analysis(a_turn(BROKEN))
+    assert memories[BROKEN].kind == rules.kind
     assert memories[BROKEN].triplet == rules.triplet
 
     recorded = {
@@ -316,32 +316,46 @@ async def test_llm_extractions_are_recorded_used_and_replayed_without_calling_ag
     assert broken.error is not None and "malformed JSON" in broken.error
     assert recorded[f"{namespace}-turn-4"].extraction.remember is False
 
-    # Replay reads the records: the same memories, and the server is not called.
+    # Replay reads the prepared events (the records are in them): no model, no call.
     calls_live = len(fake.calls)
     rebuilt = await run_replay(
         own_settings,
         tmp_path / "rebuild",
-        encoder=encoder,
         target_prefix=f"rb{uuid.uuid4().hex[:6]}.",
         progress=False,
     )
     replayed = [r for r in snapshot(rebuilt["snapshot"]) if r.namespace == namespace]
     assert comparable(replayed) == comparable(live)
     assert len(fake.calls) == calls_live
-    assert rebuilt["extractions"].get("llm_calls", 0) == 0
 
-    # The explicit reprocess mode calls again, records a new revision and uses it...
+    # A reindex re-runs prepare over the input log: it reuses the recorded answers.
+    reindexed = await run_replay(
+        own_settings,
+        tmp_path / "reindex",
+        reindex_with=encoder,
+        target_prefix=f"ri{uuid.uuid4().hex[:6]}.",
+        progress=False,
+    )
+    assert comparable(
+        [r for r in snapshot(reindexed["snapshot"]) if r.namespace == namespace]
+    ) == comparable(live)
+    assert len(fake.calls) == calls_live
+    assert reindexed["reindex"]["counts"].get("llm_calls", 0) == 0
+
+    # The explicit reprocess mode calls again, records a new revision, prepares into a topic of
+    # its own and uses the new answers...
     fake.mountains_importance = 0.66
     llm = replace(own_settings, llm_base_url=url, llm_model="fake-model-2")
     reextracted = await run_replay(
         llm,
         tmp_path / "re-extract",
-        encoder=encoder,
+        reindex_with=encoder,
         target_prefix=f"rx{uuid.uuid4().hex[:6]}.",
         progress=False,
         re_extract=True,
     )
     assert sorted(fake.calls[calls_live:]) == sorted([MOUNTAINS, REPORT, BROKEN, PONDER])
+    assert reextracted["prepared_topic"] != reindexed["prepared_topic"]
     redone = by_text([r for r in snapshot(reextracted["snapshot"]) if r.namespace == namespace])
     assert redone[MOUNTAINS].base_importance == 0.66
     revised = [
@@ -352,15 +366,16 @@ async def test_llm_extractions_are_recorded_used_and_replayed_without_calling_ag
     assert len(revised) == 4
     assert {e.extractor.model for e in revised} == {"fake-model-2"}
 
-    # ...and a plain replay afterwards uses the newest revision, still without calling.
+    # ...and a fresh reindex afterwards finds the newest revision, still without calling.
     calls_after = len(fake.calls)
     again = await run_replay(
         own_settings,
         tmp_path / "again",
-        encoder=encoder,
+        reindex_with=encoder,
         target_prefix=f"ra{uuid.uuid4().hex[:6]}.",
         progress=False,
     )
+    assert again["prepared_topic"] == reextracted["prepared_topic"], "the newest revision's topic"
     final = [r for r in snapshot(again["snapshot"]) if r.namespace == namespace]
     assert comparable(final) == comparable(
         [r for r in snapshot(reextracted["snapshot"]) if r.namespace == namespace]

@@ -1,4 +1,4 @@
-"""The ingest pipeline end to end: real broker, real worker process, real Milvus Lite file."""
+"""The ingest pipeline end to end: real broker, real stage processes, real Milvus Lite file."""
 
 from __future__ import annotations
 
@@ -186,7 +186,7 @@ async def test_bad_input_goes_to_dead_letters_and_the_worker_keeps_going(
     producer = AIOKafkaProducer(bootstrap_servers=stack_settings.bootstrap, acks="all")
     await producer.start()
     try:
-        meta = await producer.send_and_wait(names["turns"], key=namespace.encode(), value=payload)
+        meta = await producer.send_and_wait(names["events"], key=namespace.encode(), value=payload)
     finally:
         await producer.stop()
 
@@ -250,18 +250,70 @@ async def test_recall_hits_are_signals_that_reinforce(client: Hindsight, namespa
         namespace, "where is staging?", at=T0 + timedelta(days=1), wait_for=receipt
     )
     memory_id = found.memories[0].id
+    assert found.signal is not None, "a recall with hits publishes its reinforcement signal"
     before = await client.inspect(namespace, memory_id)
-    # The signal is in the log; wait until the worker applied it by waiting on a later turn.
-    await asyncio.sleep(0.2)
-    marker = await client.retain(namespace, "lol ok", event_time=T0 + timedelta(days=1))
-    await client.wait_applied(marker)
-    for _ in range(50):
-        after = await client.inspect(namespace, memory_id)
-        if after.access_count > before.access_count:
-            break
-        await asyncio.sleep(0.1)
+    await client.wait_applied(found.signal)  # the signal has an offset like every other write
+    after = await client.inspect(namespace, memory_id)
     assert after.access_count == before.access_count + 1
     assert after.last_access is not None
+
+
+async def test_forget_by_query_right_after_retain_takes_the_new_memory(
+    client: Hindsight, namespace: str
+) -> None:
+    """No wait between the retain and the forget: the pipeline resolves the query in the log."""
+    for attempt in range(10):
+        retained = await client.retain(
+            namespace, f"My locker code is {4100 + attempt}.", event_time=T0
+        )
+        forget = await client.forget(namespace, query="my locker code", at=T0)
+        assert forget.offset > retained.offset
+        await client.wait_applied(forget)
+        codes = {r.content: r.status for r in client.records(namespace)}
+        assert codes[f"My locker code is {4100 + attempt}."] == "forgotten", codes
+        assert forget.event_id and client.changed_by(forget)
+
+
+async def test_forget_by_query_takes_the_new_memory_when_an_older_one_matches_too(
+    client: Hindsight, namespace: str
+) -> None:
+    old = await client.retain(namespace, "I keep my gym locker key in the blue bag.", event_time=T0)
+    await client.wait_applied(old)
+    await client.retain(
+        namespace, "My gym locker code is 9921.", event_time=T0 + timedelta(minutes=1)
+    )
+    forget = await client.forget(
+        namespace, query="my gym locker code", at=T0 + timedelta(minutes=2)
+    )
+    await client.wait_applied(forget)
+    statuses = {r.content: r.status for r in client.records(namespace)}
+    assert statuses["My gym locker code is 9921."] == "forgotten", statuses
+
+
+async def test_forget_by_query_behind_a_backlog_still_takes_the_new_memory(
+    client: Hindsight, namespace: str
+) -> None:
+    backlog = [
+        {
+            "namespace": namespace,
+            "text": f"Note {i}: the build number today is {1000 + i}.",
+            "event_time": T0 + timedelta(seconds=i),
+        }
+        for i in range(100)
+    ]
+    await client.retain_many(backlog)
+    await client.retain(
+        namespace,
+        "My bank PIN hint is the year my dog was born.",
+        event_time=T0 + timedelta(hours=1),
+    )
+    forget = await client.forget(namespace, query="bank PIN hint", at=T0 + timedelta(hours=1))
+    await client.wait_applied(forget, timeout=120)
+    statuses = {r.content: r.status for r in client.records(namespace)}
+    assert statuses["My bank PIN hint is the year my dog was born."] == "forgotten"
+    assert sum(1 for status in statuses.values() if status == "forgotten") == 1, (
+        "only the memory the query means is forgotten"
+    )
 
 
 async def _read_topic(
@@ -273,6 +325,7 @@ async def _read_topic(
         bootstrap_servers=settings.bootstrap,
         group_id=None,
         auto_offset_reset="earliest",
+        isolation_level="read_committed",  # consolidate writes in transactions
     )
     await consumer.start()
     found: list[bytes] = []

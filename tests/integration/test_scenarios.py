@@ -25,7 +25,9 @@ from pipeline.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
 
-SUITE = load_scenarios([Path(__file__).resolve().parents[2] / "scenarios"])
+# The team's suite is scenarios/*.yaml. scenarios/generalisation/ is not run here: its test half
+# is held out and reported only as a pass rate (docs/SCENARIOS.md, "Generalisation suite").
+SUITE = load_scenarios(sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml")))
 CONCURRENCY = int(os.environ.get("HINDSIGHT_SCENARIO_CONCURRENCY", "4"))
 TIMEOUT_S = float(os.environ.get("HINDSIGHT_SCENARIO_TIMEOUT_S", "240"))
 

@@ -52,7 +52,7 @@ def _cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 async def _ticks_for(bootstrap: str, prefix: str, namespace: str, timeout: float) -> list[str]:
     consumer = AIOKafkaConsumer(
-        topic_names(prefix)["commands"],
+        topic_names(prefix)["events"],
         bootstrap_servers=bootstrap,
         group_id=None,
         auto_offset_reset="earliest",

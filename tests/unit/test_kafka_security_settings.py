@@ -13,8 +13,8 @@ import pytest
 
 from pipeline.runtime.kafka import client_kwargs
 from pipeline.runtime.settings import KafkaSecurity, Settings, SettingsError
-from topics.acls import CLIENT_USER, SERVICE_USER, acl_rules
-from topics.catalogue import INPUT_ROLES, TOPICS
+from topics.acls import CLIENT_USER, CLIENT_WRITABLE, SERVICE_USER, acl_rules
+from topics.catalogue import TOPICS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,8 +84,9 @@ def test_acl_rules_cover_every_input_topic_and_protect_the_keys_topic() -> None:
     client = [r for r in rules if r.principal == CLIENT_USER]
     assert len(client) == 1 and client[0].pattern == "literal"
     assert {name for _, name in client[0].resources} == {
-        TOPICS[role].name("p.") for role in INPUT_ROLES
+        TOPICS[role].name("p.") for role in CLIENT_WRITABLE
     }
+    assert [name for _, name in client[0].resources] == ["p.hindsight.events.v1"]
     assert set(client[0].operations) == {"Write", "Describe"}  # no Read anywhere
     denies = [r for r in rules if r.permission == "deny"]
     assert [(r.principal, r.resources, r.operations) for r in denies] == [

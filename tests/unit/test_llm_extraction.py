@@ -1,5 +1,5 @@
 """LLM extraction, the pure half: prompt, strict parser, recorded events, and applying a record
-to a prepared turn (also through ``MemoryEngine.process``)."""
+to a turn's analysis (also through ``prepare_batch`` and consolidation)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 
 import orjson
 import pytest
-from ingest_support import T0, Log, by_content, make_engine, only
+from ingest_support import T0, Log, Stages, by_content, only
 
-from pipeline.memory.decisions import prepare_turn
+from pipeline.ingest.prepare import rules_analysis
+from pipeline.memory.rules.extraction import memory_id
 from pipeline.memory.rules.llm_extraction import (
     MAX_CONTEXT_TURNS,
     PROMPT_VERSION,
@@ -202,7 +203,7 @@ def test_a_record_round_trips_through_the_codec() -> None:
     record = record_extraction(
         turn("We moved to PostgreSQL"),
         INFO,
-        rules_extraction(prepare_turn(turn("We moved to PostgreSQL"))),
+        rules_extraction(rules_analysis(turn("We moved to PostgreSQL"))),
         source="rules_fallback",
         error="kind: expected one of …",
     )
@@ -229,30 +230,36 @@ def test_the_highest_revision_wins_and_the_first_of_a_revision_stays() -> None:
 
 
 def test_rules_extraction_is_the_rule_based_result() -> None:
-    prepared = prepare_turn(turn("We moved from MySQL to PostgreSQL"))
-    extraction = rules_extraction(prepared)
+    analysis = rules_analysis(turn("We moved from MySQL to PostgreSQL"))
+    extraction = rules_extraction(analysis)
 
-    assert extraction.kind == prepared.classification.kind
-    assert extraction.importance == prepared.classification.base_importance
-    assert extraction.triplet == prepared.triplet
-    assert extraction.entities == prepared.entities
+    assert extraction.kind == analysis.kind
+    assert extraction.importance == analysis.base_importance
+    assert extraction.triplet == analysis.triplet
+    assert extraction.entities == analysis.entities
     assert extraction.remember
 
 
 def test_applying_the_rules_result_changes_no_decision() -> None:
-    prepared = prepare_turn(turn("We moved from MySQL to PostgreSQL"))
-    applied = apply_extraction(prepared, rules_extraction(prepared))
+    the_turn = turn("We moved from MySQL to PostgreSQL")
+    analysis = rules_analysis(the_turn)
+    applied = apply_extraction(the_turn, analysis, rules_extraction(analysis))
 
-    assert applied.classification.kind == prepared.classification.kind
-    assert applied.classification.region == prepared.classification.region
-    assert applied.triplet == prepared.triplet
-    assert applied.search_text == prepared.search_text
+    assert applied.remember == analysis.remember
+    assert applied.kind == analysis.kind
+    assert applied.region == analysis.region
+    assert applied.base_importance == analysis.base_importance
+    assert applied.triplet == analysis.triplet
+    assert applied.entities == analysis.entities
+    assert applied.content == analysis.content
+    assert applied.search_text == analysis.search_text
 
 
 def test_an_extraction_overrides_kind_importance_region_triplet_and_entities() -> None:
-    prepared = prepare_turn(turn("Sometimes I think about the mountains"))
+    the_turn = turn("Sometimes I think about the mountains")
+    analysis = rules_analysis(the_turn)
     record = record_extraction(
-        prepared.turn,
+        the_turn,
         INFO,
         parse_response(
             answer(
@@ -263,57 +270,63 @@ def test_an_extraction_overrides_kind_importance_region_triplet_and_entities() -
             )
         ),
     )
-    applied = apply_extraction(prepared, record)
+    applied = apply_extraction(the_turn, analysis, record)
 
-    assert applied.classification.kind == "procedure"
-    assert applied.classification.region == "procedural"
-    assert applied.classification.base_importance == 0.42
-    assert applied.classification.remember
-    assert "test-model" in applied.classification.reason
+    assert applied.kind == "procedure"
+    assert applied.region == "procedural"
+    assert applied.base_importance == 0.42
+    assert applied.remember
+    assert "test-model" in applied.reason
     # First-person subjects become the speaker, as the rules' triplets do.
     assert applied.triplet == Triplet(
         subject="alice", attribute="favourite place", value="mountains"
     )
     assert applied.entities == ["mountains"]
-    assert applied.turn == prepared.turn
+    # No content override: the memory keeps the turn's words.
+    assert applied.content == the_turn.text
+    assert applied.search_text == analysis.search_text
 
 
 def test_remember_false_filters_the_turn() -> None:
-    prepared = prepare_turn(turn("We moved from MySQL to PostgreSQL"))
-    applied = apply_extraction(prepared, parse_response(answer(remember=False, kind="chit_chat")))
+    the_turn = turn("We moved from MySQL to PostgreSQL")
+    applied = apply_extraction(
+        the_turn,
+        rules_analysis(the_turn),
+        parse_response(answer(remember=False, kind="chit_chat")),
+    )
 
-    assert not applied.classification.remember
+    assert not applied.remember
     assert applied.triplet is None
     assert applied.entities == []
 
 
 def test_a_content_override_replaces_the_text_the_memory_keeps() -> None:
-    prepared = prepare_turn(turn("We moved it there"))
+    the_turn = turn("We moved it there")
     applied = apply_extraction(
-        prepared, parse_response(answer(content="Alice moved the billing database to PostgreSQL"))
+        the_turn,
+        rules_analysis(the_turn),
+        parse_response(answer(content="Alice moved the billing database to PostgreSQL")),
     )
 
-    assert applied.turn.text == "Alice moved the billing database to PostgreSQL"
-    assert applied.turn.event_id == prepared.turn.event_id
+    assert applied.content == "Alice moved the billing database to PostgreSQL"
     assert applied.search_text == "Alice: Alice moved the billing database to PostgreSQL"
 
 
 def test_a_fallback_record_says_so_in_the_reason() -> None:
-    prepared = prepare_turn(turn("We moved from MySQL to PostgreSQL"))
+    the_turn = turn("We moved from MySQL to PostgreSQL")
+    analysis = rules_analysis(the_turn)
     record = record_extraction(
-        prepared.turn,
+        the_turn,
         INFO,
-        rules_extraction(prepared),
+        rules_extraction(analysis),
         source="rules_fallback",
         error="malformed JSON",
     )
 
-    assert (
-        "llm fallback: malformed JSON" in apply_extraction(prepared, record).classification.reason
-    )
+    assert "llm fallback: malformed JSON" in apply_extraction(the_turn, analysis, record).reason
 
 
-# -- through the engine -------------------------------------------------------------------------
+# -- through prepare and consolidation ----------------------------------------------------------
 
 
 def recorded_for(raw_value: bytes | None, **changes: Any) -> ExtractionRecorded:
@@ -322,43 +335,85 @@ def recorded_for(raw_value: bytes | None, **changes: Any) -> ExtractionRecorded:
     return record_extraction(event, INFO, parse_response(answer(**changes)))
 
 
-def test_the_engine_applies_recorded_extractions_by_namespace_and_turn() -> None:
+def keyed(*records: ExtractionRecorded) -> dict[tuple[str, str], ExtractionRecorded]:
+    return {(r.namespace, r.turn_event_id): r for r in records}
+
+
+def test_prepare_applies_recorded_extractions_by_namespace_and_turn() -> None:
     log = Log()
     raw = log.turn("Sometimes I think about the mountains")
     plain = log.turn("The office is in the city center", T0 + timedelta(minutes=1))
     record = recorded_for(raw.value, kind="preference", importance=0.55, triplet=None)
-    engine = make_engine()
+    stages = Stages()
 
-    result = engine.process([raw, plain], {(record.namespace, record.turn_event_id): record})
+    result = stages.process([raw, plain], keyed(record))
 
-    memories = by_content(engine)
+    memories = by_content(stages)
     assert memories["Sometimes I think about the mountains"].kind == "preference"
     assert memories["Sometimes I think about the mountains"].base_importance == 0.55
     assert memories["The office is in the city center"].kind == "fact"  # no record: the rules
     assert len(only(result, "created")) == 2
 
 
+def test_the_prepared_event_records_which_extractor_decided() -> None:
+    log = Log()
+    raw = log.turn("Sometimes I think about the mountains")
+    plain = log.turn("The office is in the city center")
+    record = recorded_for(raw.value, kind="preference")
+
+    batch = Stages().process([raw, plain], keyed(record)).prepared
+
+    [(_, extracted), (_, rules)] = batch.prepared
+    assert extracted.models.extractor == INFO
+    assert rules.models.extractor is None
+    assert extracted.models.encoder == rules.models.encoder == "bag-of-words-test"
+    assert extracted.analysis is not None and extracted.analysis.kind == "preference"
+    assert "test-model" in extracted.analysis.reason
+
+
 def test_an_extraction_of_another_namespace_is_not_applied() -> None:
     log = Log()
     raw = log.turn("Sometimes I think about the mountains")
     record = recorded_for(raw.value, kind="preference", importance=0.55)
-    engine = make_engine()
+    stages = Stages()
 
-    engine.process([raw], {("other-ns", record.turn_event_id): record})
+    result = stages.process([raw], {("other-ns", record.turn_event_id): record})
 
-    assert by_content(engine)["Sometimes I think about the mountains"].kind == "fact"
+    assert by_content(stages)["Sometimes I think about the mountains"].kind == "fact"
+    [(_, prepared)] = result.prepared.prepared
+    assert prepared.models.extractor is None
 
 
-def test_a_recorded_remember_false_filters_in_the_engine() -> None:
+def test_a_recorded_remember_false_filters_the_turn_and_skips_its_embedding() -> None:
     log = Log()
     raw = log.turn("We moved from MySQL to PostgreSQL")
     record = recorded_for(raw.value, remember=False, kind="chit_chat")
-    engine = make_engine()
+    stages = Stages()
 
-    result = engine.process([raw], {(record.namespace, record.turn_event_id): record})
+    result = stages.process([raw], keyed(record))
 
     assert result.counts["filtered"] == 1
     assert not result.changes
+    assert stages.encoder.calls == [[]]
+    [(_, prepared)] = result.prepared.prepared
+    assert prepared.analysis is not None and prepared.analysis.vector_b64 is None
+
+
+def test_a_content_override_is_what_the_memory_keeps_embeds_and_is_addressed_by() -> None:
+    log = Log()
+    raw = log.turn("We moved it there", speaker="Alice")
+    rewritten = "Alice moved the billing database to PostgreSQL"
+    record = recorded_for(raw.value, content=rewritten)
+    stages = Stages()
+
+    stages.process([raw], keyed(record))
+
+    [memory] = stages.bank("acme").records.values()
+    assert memory.content == rewritten
+    assert memory.search_text == f"Alice: {rewritten}"
+    assert stages.encoder.calls == [[f"Alice: {rewritten}"]]
+    assert memory.id == memory_id("acme", [record.turn_event_id], rewritten)
+    assert memory.source_event_ids == [record.turn_event_id]  # provenance is still the turn
 
 
 def test_the_same_records_give_the_same_memories() -> None:
@@ -378,9 +433,9 @@ def test_the_same_records_give_the_same_memories() -> None:
                 triplet={"subject": "alice", "attribute": "database", "value": "PostgreSQL"},
             ),
         ]
-        engine = make_engine()
-        engine.process(raws, {(r.namespace, r.turn_event_id): r for r in records})
-        bank = engine.bank("acme")
+        stages = Stages()
+        stages.process(raws, keyed(*records))
+        bank = stages.bank("acme")
         return sorted(
             (r.model_dump(mode="json") for r in bank.records.values()), key=lambda r: r["id"]
         )

@@ -27,7 +27,7 @@ def test_matrix_rows_follow_records_through_inserts_replaces_and_erases() -> Non
             del live[memory_id]
         else:
             vector = unit(rng)
-            index.apply(make_record(memory_id, f"text {step}", vector=vector, applied_offset=step))
+            index.apply(make_record(memory_id, f"text {step}", vector=vector))
             live[memory_id] = vector
     view = index.view("ns")
     assert view is not None and view.size == len(live) == len(index)
@@ -40,18 +40,20 @@ def test_matrix_rows_follow_records_through_inserts_replaces_and_erases() -> Non
     assert len(view.bm25) == len(live)
 
 
-def test_stale_offsets_are_skipped_and_newer_applied() -> None:
+def test_records_apply_in_the_order_read_without_staleness_checks() -> None:
+    # The state topic has one transactional writer per partition: its order is the truth, so
+    # the record read last is the current one, whatever it says.
     index = HotIndex()
 
-    def at(content: str, **positions: int) -> bool:
-        return index.apply(make_record("m", content, applied_positions=positions))
+    assert index.apply(make_record("m", "first words"))
+    assert index.apply(make_record("m", "second words"))
+    assert index.get("m").content == "second words"  # type: ignore[union-attr]
+    assert index.apply(make_record("m", "first words"))
 
-    assert at("new", turns=10, commands=3)
-    assert not at("old", turns=5)
-    assert index.get("m").content == "new"  # type: ignore[union-attr]
-    assert at("command applied", commands=4)  # another topic's offset is not comparable
-    assert at("newer", turns=11, commands=4)
-    assert index.get("m").content == "newer"  # type: ignore[union-attr]
+    assert index.get("m").content == "first words"  # type: ignore[union-attr]
+    view = index.view("ns")
+    assert view is not None and view.size == len(index) == 1
+    assert view.bm25.search(tokenize("second"), 5) == []
 
 
 def test_text_changes_reindex_and_status_changes_do_not_lose_terms() -> None:
@@ -61,9 +63,9 @@ def test_text_changes_reindex_and_status_changes_do_not_lose_terms() -> None:
     assert view is not None
     redis = tokenize("redis")
     assert [h.memory_id for h in view.bm25.search(redis, 5)] == ["m"]
-    index.apply(make_record("m", "we use redis", activation=3.0, applied_offset=1))
+    index.apply(make_record("m", "we use redis", activation=3.0))
     assert [h.memory_id for h in view.bm25.search(redis, 5)] == ["m"]
-    index.apply(make_record("m", "we use postgres", applied_offset=2))
+    index.apply(make_record("m", "we use postgres"))
     assert view.bm25.search(redis, 5) == []
     assert [h.memory_id for h in view.bm25.search(tokenize("postgres"), 5)] == ["m"]
 

@@ -65,8 +65,6 @@ def confirm(
     entities: Sequence[str],
     policy: MemoryPolicy,
     similarity: float,
-    partition: int,
-    offset: int,
 ) -> MemoryRecord:
     """A duplicate or restated fact confirms the existing memory instead of adding a new one.
 
@@ -99,27 +97,17 @@ def confirm(
             "history": _with_history(
                 existing, at, "confirmed", cause, f"similarity {similarity:.3f}"
             ),
-            "applied_partition": partition,
-            "applied_offset": offset,
         }
     )
 
 
 def link(
-    record: MemoryRecord,
-    other_id: str,
-    similarity: float,
-    at: datetime,
-    cause: str,
-    partition: int,
-    offset: int,
+    record: MemoryRecord, other_id: str, similarity: float, at: datetime, cause: str
 ) -> MemoryRecord:
     return record.model_copy(
         update={
             "associations": _add_association(record.associations, other_id, "similar", similarity),
             "history": _with_history(record, at, "linked", cause, other_id),
-            "applied_partition": partition,
-            "applied_offset": offset,
         }
     )
 
@@ -130,8 +118,6 @@ def supersede(
     at: datetime,
     cause: str,
     policy: MemoryPolicy,
-    partition: int,
-    offset: int,
 ) -> MemoryRecord:
     """The older fact stops being current; it is kept (never deleted) with a supersede link."""
     return older.model_copy(
@@ -146,8 +132,6 @@ def supersede(
             "activation_at": max(older.activation_at, at),
             "associations": _add_association(older.associations, newer.id, "superseded_by", 1.0),
             "history": _with_history(older, at, "superseded", cause, f"by {newer.id}"),
-            "applied_partition": partition,
-            "applied_offset": offset,
         }
     )
 
@@ -167,21 +151,17 @@ def should_cool(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> bo
     return current < policy.cold_activation
 
 
-def cool(
-    record: MemoryRecord, now: datetime, cause: str, partition: int, offset: int
-) -> MemoryRecord:
+def cool(record: MemoryRecord, now: datetime, cause: str) -> MemoryRecord:
     return record.model_copy(
         update={
             "status": "cold",
             "history": _with_history(record, now, "cooled", cause),
-            "applied_partition": partition,
-            "applied_offset": offset,
         }
     )
 
 
 def reinforce_hit(
-    record: MemoryRecord, at: datetime, weight: float, cause: str, partition: int, offset: int
+    record: MemoryRecord, at: datetime, weight: float, cause: str
 ) -> tuple[MemoryRecord, ChangeType]:
     """A recall hit: reinforcement from the signals log (so replay reproduces activation)."""
     change: ChangeType = "reactivated" if record.status == "cold" else "reinforced"
@@ -198,8 +178,6 @@ def reinforce_hit(
                 "history": _with_history(record, at, change, cause)
                 if change == "reactivated"
                 else record.history,
-                "applied_partition": partition,
-                "applied_offset": offset,
             }
         ),
         change,
@@ -213,14 +191,10 @@ def set_status(
     at: datetime,
     cause: str,
     detail: str,
-    partition: int,
-    offset: int,
 ) -> MemoryRecord:
     return record.model_copy(
         update={
             "status": status,
             "history": _with_history(record, at, change, cause, detail),
-            "applied_partition": partition,
-            "applied_offset": offset,
         }
     )

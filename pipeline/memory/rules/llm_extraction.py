@@ -1,8 +1,8 @@
 """LLM extraction, the pure half: the prompt, the response parser, and applying a recorded result.
 
-No I/O here. ``pipeline/llm_extractor.py`` calls the model and records what it answered as an
-``ExtractionRecorded`` event before use (I2); the engine then applies the *record* with
-``apply_extraction``, so the live worker and a replay build the same memory from the same record.
+No I/O here. ``pipeline/ingest/extractions.py`` calls the model and records what it answered as
+an ``ExtractionRecorded`` event before use (I2); ``prepare`` then applies the *record* with
+``apply_extraction``, so a live run and a reindex build the same memory from the same record.
 """
 
 from __future__ import annotations
@@ -10,12 +10,11 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import orjson
 
-from pipeline.memory.rules.classify import Classification, region_for
+from pipeline.memory.rules.classify import region_for
 from pipeline.memory.rules.text import normalise, strip_edges
 from schemas.errors import HindsightError
 from schemas.events import (
@@ -26,9 +25,7 @@ from schemas.events import (
     TurnRecorded,
 )
 from schemas.memory import KINDS, Triplet
-
-if TYPE_CHECKING:  # processor imports the logic package, never the other way round at run time
-    from pipeline.memory.decisions import PreparedTurn
+from schemas.prepared import TurnAnalysis
 
 # Bump when the prompt's wording or the answer's shape changes: it is recorded with every answer.
 PROMPT_VERSION = "hindsight-extract-v1"
@@ -208,15 +205,14 @@ def _dedupe(entities: Sequence[str]) -> list[str]:
     return kept[:MAX_ENTITIES]
 
 
-def rules_extraction(prepared: PreparedTurn) -> Extraction:
+def rules_extraction(analysis: TurnAnalysis) -> Extraction:
     """The rules' result in the recorded shape: it stands in when the LLM answer is unusable."""
-    decision = prepared.classification
     return Extraction(
-        remember=decision.remember,
-        kind=decision.kind,
-        importance=min(1.0, max(0.0, decision.base_importance)),
-        triplet=prepared.triplet,
-        entities=list(prepared.entities)[:MAX_ENTITIES],
+        remember=analysis.remember,
+        kind=analysis.kind,
+        importance=min(1.0, max(0.0, analysis.base_importance)),
+        triplet=analysis.triplet,
+        entities=list(analysis.entities)[:MAX_ENTITIES],
     )
 
 
@@ -278,8 +274,8 @@ def _normalise_triplet(triplet: Triplet, speaker: str) -> Triplet | None:
 
 
 def apply_extraction(
-    prepared: PreparedTurn, extraction: Extraction | ExtractionRecorded
-) -> PreparedTurn:
+    turn: TurnRecorded, analysis: TurnAnalysis, extraction: Extraction | ExtractionRecorded
+) -> TurnAnalysis:
     """Override the rules' classification, kind, importance, region, triplet and entities.
 
     A ``content`` override replaces the text the memory keeps (and is embedded and addressed by);
@@ -288,41 +284,38 @@ def apply_extraction(
     record = extraction if isinstance(extraction, ExtractionRecorded) else None
     result = record.extraction if record is not None else extraction
     assert isinstance(result, Extraction)
-    turn = prepared.turn
-    search_text = prepared.search_text
-    content = result.content.strip() if result.content else ""
-    if content and content != turn.text:
-        original = turn.text
-        turn = turn.model_copy(update={"text": content})
-        # Keep whatever framing prepare_turn gives the search text; only the words change.
+    content = analysis.content
+    search_text = analysis.search_text
+    rewritten = result.content.strip() if result.content else ""
+    if rewritten and rewritten != content:
+        # Keep whatever framing the rules gave the search text; only the words change.
         search_text = (
-            search_text.replace(original, content)
-            if original in search_text
-            else f"{turn.speaker}: {content}"
+            search_text.replace(content, rewritten)
+            if content in search_text
+            else f"{turn.speaker}: {rewritten}"
         )
+        content = rewritten
     if record is None:
         reason = "extraction"
     elif record.source == "llm":
         reason = f"llm {record.extractor.model} ({record.extractor.prompt_version})"
     else:
         reason = f"rules (llm fallback: {record.error or 'unknown'})"[:200]
-    classification = Classification(
-        kind=result.kind,
-        region=region_for(result.kind, turn.text),
-        base_importance=result.importance,
-        remember=result.remember,
-        reason=reason,
-    )
     triplet = (
         _normalise_triplet(result.triplet, turn.speaker)
         if result.remember and result.triplet is not None
         else None
     )
-    return replace(
-        prepared,
-        turn=turn,
-        classification=classification,
-        search_text=search_text,
-        triplet=triplet,
-        entities=_dedupe(result.entities) if result.remember else [],
+    return analysis.model_copy(
+        update={
+            "remember": result.remember,
+            "kind": result.kind,
+            "region": region_for(result.kind, content),
+            "base_importance": result.importance,
+            "reason": reason,
+            "content": content,
+            "search_text": search_text,
+            "triplet": triplet,
+            "entities": _dedupe(result.entities) if result.remember else [],
+        }
     )

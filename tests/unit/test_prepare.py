@@ -1,0 +1,296 @@
+"""``prepare_batch``: decode and validate (dead letters with the original bytes plus a rejected
+marker in the input's place), the rules' analysis, and one encoder call per batch for the
+remembered turns and the forget queries."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from ingest_support import (
+    BROKER_T0_MS,
+    EVENTS,
+    T0,
+    BagOfWordsEncoder,
+    Log,
+)
+
+import schemas
+from pipeline.ingest.prepare import RULES_CLASSIFIER, PreparedBatch, prepare_batch, rules_analysis
+from pipeline.memory.rules.llm_extraction import extractor_info, record_extraction, rules_extraction
+from schemas.codec import decode_prepared, encode
+from schemas.events import ExtractorInfo, TurnRecorded
+from schemas.memory import DeadLetter
+from schemas.prepared import EventPrepared
+
+MYSQL = "We use MySQL for the billing database"
+OFFICE = "The office is in the city center"
+FORGET = "forget my home address"
+
+
+def prepare(*messages: object, encoder: BagOfWordsEncoder | None = None) -> PreparedBatch:
+    return prepare_batch(list(messages), encoder or BagOfWordsEncoder())  # type: ignore[arg-type]
+
+
+def dead(batch: PreparedBatch) -> tuple[DeadLetter, EventPrepared]:
+    """The batch's one dead letter and the rejected marker left in its place."""
+    [letter] = batch.dead_letters
+    assert batch.counts["dead_letters"] == 1
+    [marker] = [p for _, p in batch.prepared if p.rejected is not None]
+    assert marker.event is None and marker.analysis is None
+    assert marker.source.offset == letter.source_offset
+    assert marker.rejected is not None
+    assert (marker.rejected.stage, marker.rejected.reason, marker.rejected.field) == (
+        letter.stage,
+        letter.reason,
+        letter.field,
+    )
+    return letter, marker
+
+
+def turn_payload(log: Log, text: str = MYSQL) -> dict[str, object]:
+    payload: dict[str, object] = orjson.loads(log.turn(text).value or b"")
+    return payload
+
+
+# -- dead letters and rejected markers (I7) -----------------------------------------------------
+
+
+def test_malformed_bytes_become_a_dead_letter_with_the_original_bytes() -> None:
+    log = Log()
+    garbage = b'{"event_type": "TurnRecorded", oops'
+    bad = log.raw(garbage, b"acme")
+
+    letter, marker = dead(prepare(bad))
+
+    assert base64.b64decode(letter.original_value_b64) == garbage
+    assert letter.original_key_b64 is not None
+    assert base64.b64decode(letter.original_key_b64) == b"acme"
+    assert letter.stage == "decode"
+    assert "malformed JSON" in letter.reason
+    assert (letter.source_topic, letter.source_partition, letter.source_offset) == (
+        EVENTS,
+        0,
+        bad.offset,
+    )
+    # A dead letter is itself a versioned JSON event, and so is the marker.
+    assert orjson.loads(encode(letter))["event_type"] == "DeadLetter"
+    assert decode_prepared(encode(marker)) == marker
+
+
+def test_the_batch_keeps_going_after_a_poison_event_in_input_order() -> None:
+    log = Log()
+    messages = [log.turn(MYSQL), log.raw(b"\xff\x00 not json", b"acme"), log.turn(OFFICE)]
+
+    batch = prepare(*messages)
+
+    assert [m for m, _ in batch.prepared] == messages
+    assert [p.source.offset for _, p in batch.prepared] == [0, 1, 2]
+    assert [p.rejected is None for _, p in batch.prepared] == [True, False, True]
+    assert batch.counts["TurnRecorded"] == 2
+    assert batch.dead_letters[0].source_offset == 1
+
+
+def test_an_invalid_field_is_named_in_the_dead_letter() -> None:
+    log = Log()
+    payload = turn_payload(log)
+    del payload["text"]
+    value = orjson.dumps(payload)
+
+    letter, _ = dead(prepare(log.raw(value, b"acme")))
+
+    assert letter.stage == "validate"
+    assert letter.field == "text"
+    assert base64.b64decode(letter.original_value_b64) == value
+
+
+def test_an_unknown_schema_version_is_dead_lettered_at_the_upcast_stage() -> None:
+    log = Log()
+    payload = turn_payload(log)
+    payload["schema_version"] = 9
+
+    letter, _ = dead(prepare(log.raw(orjson.dumps(payload), b"acme")))
+
+    assert letter.stage == "upcast"
+    assert letter.field == "schema_version"
+
+
+def test_a_message_whose_key_differs_from_its_namespace_is_dead_lettered() -> None:
+    log = Log()
+    value = log.turn(MYSQL, namespace="acme").value
+
+    letter, _ = dead(prepare(log.raw(value, b"globex")))
+
+    assert letter.stage == "route"
+    assert letter.field == "namespace"
+    assert "globex" in letter.reason
+
+
+def test_a_message_without_a_key_is_taken_by_its_namespace() -> None:
+    log = Log()
+
+    batch = prepare(log.raw(log.turn(MYSQL).value, None))
+
+    assert batch.dead_letters == []
+    [(_, prepared)] = batch.prepared
+    assert prepared.namespace == "acme"
+
+
+@pytest.mark.parametrize("event_type", ["ExtractionRecorded", "EventPrepared"])
+def test_an_event_that_is_not_an_input_event_is_dead_lettered(event_type: str) -> None:
+    log = Log()
+    if event_type == "ExtractionRecorded":
+        turn = TurnRecorded.model_validate(turn_payload(log))
+        value = encode(
+            record_extraction(turn, extractor_info("m"), rules_extraction(rules_analysis(turn)))
+        )
+    else:
+        [(_, prepared)] = prepare(log.turn(MYSQL)).prepared
+        value = encode(prepared)
+
+    letter, _ = dead(prepare(log.raw(value, b"acme")))
+
+    assert letter.field == "event_type"
+    assert event_type in letter.reason
+
+
+def test_an_empty_value_is_dead_lettered() -> None:
+    letter, _ = dead(prepare(Log().raw(None, b"acme")))
+
+    assert letter.stage == "decode"
+    assert letter.original_value_b64 == ""
+
+
+def test_an_out_of_range_event_time_is_a_dead_letter_not_a_crash() -> None:
+    log = Log()
+    payload = turn_payload(log)
+    payload["event_time"] = "0001-01-01T00:00:00+05:00"
+
+    letter, _ = dead(prepare(log.raw(orjson.dumps(payload), b"acme")))
+
+    assert letter.field == "event_time"
+
+
+def test_an_old_turn_version_is_upcast_before_it_is_prepared() -> None:
+    fixture = (Path(schemas.__file__).parent / "fixtures" / "turn_v1.json").read_bytes()
+
+    [(_, prepared)] = prepare(Log().raw(fixture, b"acme")).prepared
+
+    assert isinstance(prepared.event, TurnRecorded)
+    assert prepared.event.schema_version == 2
+    assert prepared.analysis is not None and prepared.analysis.content == prepared.event.text
+
+
+# -- analysis, vectors and the one encoder call -------------------------------------------------
+
+
+def test_one_encoder_call_for_the_remembered_turns_and_the_forget_queries() -> None:
+    encoder = BagOfWordsEncoder()
+    log = Log()
+
+    batch = prepare(
+        log.turn("hi"),
+        log.turn(MYSQL),
+        log.command("forget", query=FORGET),
+        log.command("forget", memory_ids=["m_1"]),
+        log.recalled(["m_1"]),
+        log.turn(OFFICE, speaker="bob"),
+        encoder=encoder,
+    )
+
+    assert encoder.calls == [[f"alice: {MYSQL}", FORGET, f"bob: {OFFICE}"]]
+    prepared = [p for _, p in batch.prepared]
+    hi, mysql, by_query, by_ids, signal, office = prepared
+    assert hi.analysis is not None and not hi.analysis.remember
+    assert hi.analysis.vector_b64 is None
+    assert mysql.analysis is not None
+    np.testing.assert_array_equal(mysql.analysis.vector(), encoder.row(f"alice: {MYSQL}"))
+    query_vector = by_query.query_vector()
+    assert query_vector is not None
+    np.testing.assert_array_equal(query_vector, encoder.row(FORGET))
+    assert by_ids.query_vector() is None and by_ids.analysis is None
+    assert signal.analysis is None and signal.query_vector() is None
+    assert office.analysis is not None
+    np.testing.assert_array_equal(office.analysis.vector(), encoder.row(f"bob: {OFFICE}"))
+    assert batch.counts == {
+        "TurnRecorded": 3,
+        "filtered": 1,
+        "CommandIssued": 2,
+        "MemoriesRecalled": 1,
+    }
+
+
+def test_a_batch_of_nothing_to_embed_still_makes_one_empty_call() -> None:
+    encoder = BagOfWordsEncoder()
+    log = Log()
+
+    batch = prepare(log.turn("thanks!"), log.command("tick"), encoder=encoder)
+
+    assert encoder.calls == [[]]
+    assert len(batch.prepared) == 2
+
+
+def test_the_analysis_is_the_rules_analysis_with_its_vector() -> None:
+    log = Log()
+    message = log.turn(MYSQL, speaker="alice", session_id="chat-1")
+
+    [(_, prepared)] = prepare(message).prepared
+
+    assert isinstance(prepared.event, TurnRecorded)
+    analysis = prepared.analysis
+    assert analysis is not None
+    assert analysis.model_copy(update={"vector_b64": None}) == rules_analysis(prepared.event)
+    assert (analysis.kind, analysis.region, analysis.base_importance) == ("fact", "semantic", 0.7)
+    assert analysis.search_text == f"alice: {MYSQL}"
+    assert analysis.triplet is not None and analysis.triplet.value == "MySQL"
+
+
+def test_a_prepared_event_says_where_its_input_is_and_which_models_made_it() -> None:
+    log = Log(partition=2)
+    log.next_offset = 41
+    message = log.turn(MYSQL)
+
+    [(source, prepared)] = prepare(message).prepared
+
+    assert source is message
+    assert (prepared.source.topic, prepared.source.partition, prepared.source.offset) == (
+        EVENTS,
+        2,
+        41,
+    )
+    assert prepared.source.timestamp_ms == BROKER_T0_MS + 41
+    assert prepared.models.encoder == "bag-of-words-test"
+    assert prepared.models.classifier == RULES_CLASSIFIER
+    assert prepared.models.extractor is None
+    assert prepared.event is not None and prepared.event.event_time == T0
+
+
+def test_the_encoder_id_is_recorded_when_the_encoder_has_one() -> None:
+    class Versioned(BagOfWordsEncoder):
+        id = "bag-of-words-test/v2"
+
+    [(_, prepared)] = prepare(Log().turn(MYSQL), encoder=Versioned()).prepared
+
+    assert prepared.models.encoder == "bag-of-words-test/v2"
+
+
+def test_preparing_twice_gives_identical_bytes() -> None:
+    def once() -> list[bytes]:
+        log = Log()
+        messages = [log.turn(MYSQL), log.command("forget", query=FORGET), log.raw(b"x", b"acme")]
+        return [encode(p) for _, p in prepare(*messages).prepared]
+
+    assert once() == once()
+
+
+def test_model_ids_with_an_extractor_round_trip() -> None:
+    info = ExtractorInfo(model="m", prompt_version="p1")
+    [(_, prepared)] = prepare(Log().turn(MYSQL)).prepared
+    with_extractor = prepared.model_copy(
+        update={"models": prepared.models.model_copy(update={"extractor": info})}
+    )
+
+    assert decode_prepared(encode(with_extractor)).models.extractor == info

@@ -1,0 +1,1 @@
+"""The labelled turn corpus for the filter/kind classifier; see CORPUS.md."""
