@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import faust
 from aiokafka.helpers import create_ssl_context
 
 from pipeline.runtime.settings import KafkaSecurity
@@ -27,3 +28,20 @@ def client_kwargs(security: KafkaSecurity | None) -> dict[str, Any]:
     if security.uses_tls:
         kwargs["ssl_context"] = create_ssl_context(cafile=security.ssl_cafile)
     return kwargs
+
+
+def faust_credentials(
+    security: KafkaSecurity | None,
+) -> faust.SASLCredentials | faust.SSLCredentials | None:
+    """The same settings for a Faust app: ``faust.App(..., broker_credentials=...)``."""
+    if security is None or security.protocol == "PLAINTEXT":
+        return None
+    context = create_ssl_context(cafile=security.ssl_cafile) if security.uses_tls else None
+    if security.uses_sasl:
+        return faust.SASLCredentials(
+            username=security.sasl_username,
+            password=security.sasl_password,
+            mechanism=security.sasl_mechanism,
+            ssl_context=context,
+        )
+    return faust.SSLCredentials(context)

@@ -210,11 +210,17 @@ async def read_until_end(
 
 
 async def read_state_partition(
-    bootstrap: str, topic: str, partition: int, timeout_s: float = 120.0
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    timeout_s: float = 120.0,
+    security: KafkaSecurity | None = None,
 ) -> PartitionState:
     """Restore read: fold one state-topic partition from its beginning (committed data only)."""
     state = PartitionState()
-    consumer = committed_consumer(bootstrap_servers=bootstrap, group_id=None)
+    consumer = committed_consumer(
+        **client_kwargs(security), bootstrap_servers=bootstrap, group_id=None
+    )
     await consumer.start()
     try:
         tp = TopicPartition(topic, partition)

@@ -126,3 +126,20 @@ def test_docker_compose_config_is_valid_and_every_service_authenticates() -> Non
         env={k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")},
     )  # fmt: skip
     assert missing.returncode != 0 and "KAFKA_" in missing.stderr  # no default passwords
+
+
+def test_faust_gets_the_same_credentials() -> None:
+    import faust
+
+    from pipeline.runtime.kafka import faust_credentials
+
+    assert faust_credentials(KafkaSecurity()) is None
+    credentials = faust_credentials(Settings.from_env(SASL_ENV).kafka)
+    assert isinstance(credentials, faust.SASLCredentials)
+    assert credentials.username == "hindsight-service" and credentials.password == "pw"
+    assert credentials.mechanism.value == "SCRAM-SHA-512"
+    assert credentials.protocol.value == "SASL_PLAINTEXT"
+    tls = faust_credentials(
+        KafkaSecurity("SASL_SSL", "SCRAM-SHA-512", "u", "p")  # type: ignore[arg-type]
+    )
+    assert isinstance(tls, faust.SASLCredentials) and tls.protocol.value == "SASL_SSL"
