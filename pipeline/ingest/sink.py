@@ -20,6 +20,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import ConsumerStoppedError
 from mode import Service
 
+from pipeline.runtime.kafka import client_kwargs
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.milvus import DEFAULT_COLLECTION, MilvusView
@@ -127,6 +128,7 @@ class SinkStage(Service):
             client_id=self.group_id,
             session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_interval_s * 1000),
+            **client_kwargs(self.settings.kafka),
         )
         await consumer.start()
         consumer.subscribe([self.state_topic])

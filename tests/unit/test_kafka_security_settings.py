@@ -115,10 +115,12 @@ def test_docker_compose_config_is_valid_and_every_service_authenticates() -> Non
         pytest.skip("docker CLI without the compose plugin")
     assert result.returncode == 0, result.stderr
     services = json.loads(result.stdout)["services"]
-    for name in ("topics-init", "admin", "worker", "api"):
+    stages = ("prepare", "consolidate", "sink")
+    for name in ("topics-init", "admin", *stages, "api"):
         environment = services[name]["environment"]
         assert environment["HINDSIGHT_KAFKA_SECURITY_PROTOCOL"] == "SASL_PLAINTEXT", name
-    assert services["worker"]["environment"]["HINDSIGHT_KAFKA_SASL_USERNAME"] == SERVICE_USER
+    for stage in stages:
+        assert services[stage]["environment"]["HINDSIGHT_KAFKA_SASL_USERNAME"] == SERVICE_USER
     assert services["admin"]["environment"]["HINDSIGHT_KAFKA_SASL_USERNAME"] == "hindsight-admin"
     missing = subprocess.run(
         ["docker", "compose", "config", "--quiet"],
