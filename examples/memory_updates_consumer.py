@@ -22,6 +22,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
+from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import partition_for, partition_ids
 from schemas.memory import MemoryChanged
 from topics.catalogue import topic_names
@@ -69,18 +71,22 @@ async def follow(args: argparse.Namespace) -> int:
         return 2
     prefix = args.topic_prefix if args.topic_prefix is not None else stack.get("topic_prefix", "")
     topic = topic_names(prefix)["memory_updates"]
+    # HINDSIGHT_KAFKA_* give the credentials on a secured cluster (docs/SECURITY.md).
+    security = Settings.from_env().kafka
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=args.group,
         enable_auto_commit=False,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
+        isolation_level="read_committed",  # the feed is written in transactions
+        **client_kwargs(security),
     )
     await consumer.start()
     forward = httpx.AsyncClient(timeout=10) if args.forward else None
     seen = Seen()
     delivered = 0
     try:
-        partitions = await partition_ids(bootstrap, topic)
+        partitions = await partition_ids(bootstrap, topic, security)
         if not partitions:
             print(f"error: topic {topic} does not exist", file=sys.stderr)
             return 2

@@ -43,6 +43,7 @@ from pipeline.memory.decisions import (
     decide_signal,
     decide_turn,
 )
+from pipeline.runtime.kafka import client_kwargs
 from pipeline.runtime.settings import MemoryPolicy, Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.state_topic import (
@@ -276,6 +277,7 @@ class ConsolidateStage(Service):
     # -- membership ------------------------------------------------------------------------
     def assign(self, partitions: set[int]) -> None:
         self.rebalances += 1
+        self.stats.counts["rebalances"] += 1
         self._pending |= partitions - set(self._owned)
 
     async def revoke(self, partitions: set[int]) -> None:
@@ -303,13 +305,18 @@ class ConsolidateStage(Service):
         # group's offset may be older than that state (fetched before the fence): the tables'
         # watermark skips what the state already holds.
         producer = make_transactional_producer(
-            self.settings.bootstrap or "", transactional_id(self.settings, partition)
+            self.settings.bootstrap or "",
+            transactional_id(self.settings, partition),
+            self.settings.kafka,
         )
         await producer.start()
         started = time.monotonic()
         with self.stats.timed("restore"):
             state = await read_state_partition(
-                self.settings.bootstrap or "", self.topics.state, partition
+                self.settings.bootstrap or "",
+                self.topics.state,
+                partition,
+                security=self.settings.kafka,
             )
             tables = PartitionTables.restore(
                 partition, self.events_topic, self.settings.memory, state
@@ -334,6 +341,7 @@ class ConsolidateStage(Service):
             session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_interval_s * 1000),
             max_poll_records=self.settings.consolidate_max_batch,
+            **client_kwargs(self.settings.kafka),
         )
         await consumer.start()
         consumer.subscribe([self.prepared_topic], listener=_Rebalance(self))

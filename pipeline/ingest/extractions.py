@@ -26,7 +26,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pipeline.ingest.prepare import InputMessage, decode_input, rules_analysis
 from pipeline.memory.rules.llm_extraction import supersedes
 from pipeline.models.llm import Extractor, OpenAICompatibleExtractor, extract_turn
-from pipeline.runtime.settings import Settings
+from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.settings import KafkaSecurity, Settings
 from pipeline.views.state_topic import partition_ids
 from schemas.codec import decode_event, encode
 from schemas.errors import HindsightError, InvalidEvent
@@ -60,12 +61,14 @@ class RecordedExtractions:
         re_extract: bool = False,
         concurrency: int = 4,
         catch_up_timeout_s: float = 60.0,
+        security: KafkaSecurity | None = None,
     ) -> None:
         if (extractor is not None or re_extract) and producer is None:
             raise ValueError("calling the LLM needs a producer: answers are recorded before use")
         if re_extract and extractor is None:
             raise ValueError("re_extract needs an extractor")
         self._bootstrap = bootstrap
+        self._security = security
         self._topic = topic
         self._producer = producer
         self._extractor = extractor
@@ -80,7 +83,7 @@ class RecordedExtractions:
         self.counts: Counter[str] = Counter()
 
     async def start(self, *, load_all: bool = False) -> None:
-        self._partitions = set(await partition_ids(self._bootstrap, self._topic))
+        self._partitions = set(await partition_ids(self._bootstrap, self._topic, self._security))
         if not self._partitions and self._producer is not None:
             raise HindsightError(
                 f"topic {self._topic}: missing; create the catalogue's topics "
@@ -91,6 +94,7 @@ class RecordedExtractions:
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            **client_kwargs(self._security),
         )
         await self._consumer.start()
         if load_all or self._re_extract:
@@ -291,6 +295,7 @@ async def open_recorded_extractions(
         producer=producer if call_llm else None,
         extractor=extractor,
         re_extract=re_extract,
+        security=settings.kafka,
     )
     try:
         await service.start(load_all=load_all)

@@ -32,6 +32,7 @@ from pipeline.memory.rules.classify import classify
 from pipeline.memory.rules.extraction import extract_entities, extract_triplet
 from pipeline.memory.rules.llm_extraction import apply_extraction
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
+from pipeline.runtime.kafka import faust_credentials
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.state_topic import make_producer
@@ -252,6 +253,7 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
     app = faust.App(
         consumer_group(settings.app_id, "prepare"),
         broker=f"kafka://{settings.bootstrap}",
+        broker_credentials=faust_credentials(settings.kafka),
         datadir=str(Path(settings.data_dir) / "faust-prepare"),
         web_enabled=False,
         producer_acks=-1,
@@ -262,7 +264,10 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         broker_commit_interval=1.0,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=settings.heartbeat_interval_s,
-        stream_wait_empty=False,
+        # On shutdown Faust stops fetching, then waits until every delivered event is acked (our
+        # batch in flight published) before the shutdown hook closes the producer; only then
+        # are the agents stopped, so no batch is cut in half and nothing unpublished is acked.
+        stream_wait_empty=True,
         key_serializer="raw",
         value_serializer="raw",
     )
@@ -278,7 +283,9 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         state["encoder"] = encoder or await loop.run_in_executor(
             None, load_encoder, settings.encoder
         )
-        producer = make_producer(settings.bootstrap or "", f"{settings.app_id}-prepare")
+        producer = make_producer(
+            settings.bootstrap or "", f"{settings.app_id}-prepare", settings.kafka
+        )
         await producer.start()
         state["producer"] = producer
         if settings.llm_base_url:

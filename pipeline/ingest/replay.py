@@ -33,6 +33,7 @@ from pipeline.ingest.consolidate import PartitionTables, PreparedMessage, topics
 from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared
 from pipeline.ingest.sink import apply_to_view, collection_for
 from pipeline.models.encoders import Encoder, encoder_dimension, encoder_id, load_encoder
+from pipeline.runtime.kafka import client_kwargs
 from pipeline.runtime.settings import Settings
 from pipeline.views.milvus import MilvusView
 from pipeline.views.state_topic import (
@@ -90,7 +91,7 @@ async def reindex_into_prepared(
 
     names = topic_names(settings.topic_prefix)
     bootstrap = settings.bootstrap or ""
-    producer = make_producer(bootstrap, "hindsight-reindex")
+    producer = make_producer(bootstrap, "hindsight-reindex", settings.kafka)
     await producer.start()
     try:
         recorded = await open_recorded_extractions(
@@ -107,11 +108,15 @@ async def reindex_into_prepared(
         settings.topic_prefix,
         settings.partitions,
         settings.replication_factor,
+        settings.kafka,
         extra={target: TOPICS["prepared"]},
     )
-    resume = await _prepared_positions(bootstrap, target)
+    resume = await _prepared_positions(bootstrap, target, settings)
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        **client_kwargs(settings.kafka),
     )
     await consumer.start()
     counts: Counter[str] = Counter()
@@ -119,7 +124,7 @@ async def reindex_into_prepared(
     try:
         tps = [
             TopicPartition(names["events"], p)
-            for p in await partition_ids(bootstrap, names["events"])
+            for p in await partition_ids(bootstrap, names["events"], settings.kafka)
         ]
         ends = await consumer.end_offsets(tps)
         total = sum(max(0, ends[tp] - resume.get(tp.partition, 0)) for tp in tps)
@@ -158,15 +163,18 @@ async def reindex_into_prepared(
     return target, summary
 
 
-async def _prepared_positions(bootstrap: str, topic: str) -> dict[int, int]:
+async def _prepared_positions(bootstrap: str, topic: str, settings: Settings) -> dict[int, int]:
     """Per input partition, the next input offset a prepared topic still lacks (resume point)."""
     positions: dict[int, int] = {}
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        **client_kwargs(settings.kafka),
     )
     await consumer.start()
     try:
-        for partition in await partition_ids(bootstrap, topic):
+        for partition in await partition_ids(bootstrap, topic, settings.kafka):
             tp = TopicPartition(topic, partition)
             end = (await consumer.end_offsets([tp]))[tp]
             if end == 0:
@@ -224,7 +232,9 @@ async def run_replay(
         else f"replay-{int(time.time())}.{settings.topic_prefix}"
     )
     target = replace(settings, topic_prefix=prefix)
-    await ensure_topics(bootstrap, prefix, settings.partitions, settings.replication_factor)
+    await ensure_topics(
+        bootstrap, prefix, settings.partitions, settings.replication_factor, settings.kafka
+    )
     out_topics = topics_out(target)
     events_topic = topic_names(settings.topic_prefix)["events"]
 
@@ -232,12 +242,15 @@ async def run_replay(
     counts: Counter[str] = Counter()
     memories = active = done = 0
     started = time.perf_counter()
-    consumer = committed_consumer(bootstrap_servers=bootstrap, group_id=None)
+    consumer = committed_consumer(
+        bootstrap_servers=bootstrap, group_id=None, **client_kwargs(settings.kafka)
+    )
     await consumer.start()
     producers = []
     try:
         tps = [
-            TopicPartition(source_topic, p) for p in await partition_ids(bootstrap, source_topic)
+            TopicPartition(source_topic, p)
+            for p in await partition_ids(bootstrap, source_topic, settings.kafka)
         ]
         if not tps:
             raise HindsightError(f"prepared topic {source_topic} does not exist")
@@ -250,7 +263,7 @@ async def run_replay(
         ):
             for tp in tps:
                 producer = make_transactional_producer(
-                    bootstrap, f"hindsight-replay.{prefix}p{tp.partition}"
+                    bootstrap, f"hindsight-replay.{prefix}p{tp.partition}", settings.kafka
                 )
                 await producer.start()
                 producers.append(producer)
@@ -293,7 +306,7 @@ async def run_replay(
     if milvus:
         sink_started = time.perf_counter()
         await _fill_milvus(
-            bootstrap, out_topics.state, milvus_path, collection_for(prefix), dimension
+            settings, out_topics.state, milvus_path, collection_for(prefix), dimension
         )
         sink_seconds = time.perf_counter() - sink_started
     _write_progress(
@@ -332,16 +345,22 @@ def _event_time(value: bytes | None) -> datetime | None:
 
 
 async def _fill_milvus(
-    bootstrap: str, state_topic: str, path: Path, collection: str, dimension: int
+    settings: Settings, state_topic: str, path: Path, collection: str, dimension: int
 ) -> None:
     """The sink's code over a whole state topic, into a fresh Milvus Lite file."""
     loop = asyncio.get_running_loop()
     view = MilvusView(str(path), dimension, collection)
     await loop.run_in_executor(None, view.ensure)
-    consumer = committed_consumer(bootstrap_servers=bootstrap, group_id=None)
+    bootstrap = settings.bootstrap or ""
+    consumer = committed_consumer(
+        bootstrap_servers=bootstrap, group_id=None, **client_kwargs(settings.kafka)
+    )
     await consumer.start()
     try:
-        tps = [TopicPartition(state_topic, p) for p in await partition_ids(bootstrap, state_topic)]
+        tps = [
+            TopicPartition(state_topic, p)
+            for p in await partition_ids(bootstrap, state_topic, settings.kafka)
+        ]
         ends = await consumer.end_offsets(tps)
         for tp in tps:
             async for chunk in read_partition(consumer, tp, 0, ends[tp]):

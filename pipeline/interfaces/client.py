@@ -47,9 +47,6 @@ class Receipt:
     offset: int
 
 
-TurnReceipt = Receipt
-
-
 @dataclass(frozen=True)
 class ForgetOutcome:
     """What a forget did: where it landed, and (once applied) the memories it took."""
@@ -103,11 +100,15 @@ class Hindsight:
                 "Hindsight.connect needs settings.bootstrap; start the stack first"
             )
         names = topic_names(settings.topic_prefix)
-        producer = make_producer(settings.bootstrap, "hindsight-client")
+        producer = make_producer(settings.bootstrap, "hindsight-client", settings.kafka)
         await producer.start()
         index = HotIndex()
         follower = StateFollower(
-            settings.bootstrap, names["memory_state"], index.apply, index.remove
+            settings.bootstrap,
+            names["memory_state"],
+            index.apply,
+            index.remove,
+            security=settings.kafka,
         )
         try:
             await follower.start()

@@ -48,6 +48,7 @@ from pydantic import ConfigDict, Field
 
 from pipeline.interfaces.client import Hindsight, Receipt
 from pipeline.recall.types import RecalledMemory
+from pipeline.runtime.kafka import client_kwargs
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import partition_for, partition_ids
 from schemas.codec import decode_event
@@ -201,7 +202,7 @@ def turn_to_message(turn: TurnRecorded) -> BaseMessage:
 
 async def _events_partition(settings: Settings, namespace: str) -> TopicPartition:
     topic = topic_names(settings.topic_prefix)["events"]
-    ids = await partition_ids(settings.bootstrap or "", topic)
+    ids = await partition_ids(settings.bootstrap or "", topic, settings.kafka)
     if not ids:
         raise HindsightError(f"input log {topic} does not exist; start the stack first")
     return TopicPartition(topic, partition_for(namespace, len(ids)))
@@ -217,7 +218,10 @@ async def read_session_turns(
     """
     partition = await _events_partition(settings, namespace)
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.bootstrap, group_id=None, enable_auto_commit=False
+        bootstrap_servers=settings.bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        **client_kwargs(settings.kafka),
     )
     await consumer.start()
     turns: list[TurnRecorded] = []

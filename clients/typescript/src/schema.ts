@@ -147,7 +147,8 @@ export interface components {
         };
         /**
          * ForgetIn
-         * @description Give ``ids``, a ``query`` (resolved to ids now and recorded with them), or ``all``.
+         * @description Give ``ids``, a ``query`` (resolved by the pipeline where the command sits in the log), or
+         *     ``all``. With ``wait`` the answer lists the memories it took.
          */
         ForgetIn: {
             /** Ids */
@@ -209,15 +210,21 @@ export interface components {
              * @constant
              */
             status: "ok";
-            /** Bootstrap */
-            bootstrap: string;
-            /** Topic Prefix */
-            topic_prefix: string;
             /**
              * Watermarks
              * @description How many input partitions the views report.
              */
             watermarks: number;
+            /**
+             * Bootstrap
+             * @description Shown to an admin key only.
+             */
+            bootstrap?: string | null;
+            /**
+             * Topic Prefix
+             * @description Shown to an admin key only.
+             */
+            topic_prefix?: string | null;
         };
         /**
          * HistoryEntry
@@ -249,10 +256,10 @@ export interface components {
         MemoryOut: {
             /**
              * Schema Version
-             * @default 1
+             * @default 2
              * @constant
              */
-            schema_version: 1;
+            schema_version: 2;
             /** Id */
             id: string;
             /** Namespace */
@@ -336,19 +343,10 @@ export interface components {
             /** History */
             history?: components["schemas"]["HistoryEntry"][];
             /**
-             * Applied Partition
-             * @default 0
-             */
-            applied_partition: number;
-            /**
-             * Applied Offset
+             * Origin Offset
              * @default -1
              */
-            applied_offset: number;
-            /** Applied Positions */
-            applied_positions?: {
-                [key: string]: number;
-            };
+            origin_offset: number;
         };
         /** PathEvidence */
         PathEvidence: {
@@ -415,6 +413,7 @@ export interface components {
             memories: components["schemas"]["RecalledMemory"][];
             /** Context */
             context: string;
+            signal?: components["schemas"]["Receipt"] | null;
         };
         /** RecalledMemory */
         RecalledMemory: {
@@ -478,8 +477,24 @@ export interface components {
             via_fallback: boolean;
         };
         /**
+         * Receipt
+         * @description Where an event landed in the log: pass it to ``recall(wait_for=...)``.
+         */
+        Receipt: {
+            /** Event Id */
+            event_id: string;
+            /** Namespace */
+            namespace: string;
+            /** Topic */
+            topic: string;
+            /** Partition */
+            partition: number;
+            /** Offset */
+            offset: number;
+        };
+        /**
          * SourceTurn
-         * @description Provenance: a turn this memory came from.
+         * @description Provenance: a turn this memory came from, and where it sits in the input log.
          */
         SourceTurn: {
             /** Event Id */
@@ -495,6 +510,12 @@ export interface components {
             event_time: string;
             /** Dialogue Id */
             dialogue_id?: string | null;
+            /** Topic */
+            topic?: string | null;
+            /** Partition */
+            partition?: number | null;
+            /** Offset */
+            offset?: number | null;
         };
         /** StatsOut */
         StatsOut: {
@@ -651,8 +672,35 @@ export interface operations {
                     "application/json": components["schemas"]["TurnReceipt"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -687,8 +735,35 @@ export interface operations {
                     "application/json": components["schemas"]["RecallResult"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -732,8 +807,35 @@ export interface operations {
                     "application/json": components["schemas"]["ForgetOut"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -774,6 +876,24 @@ export interface operations {
                     "application/json": components["schemas"]["MemoryOut"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description no such memory */
             404: {
                 headers: {
@@ -785,6 +905,15 @@ export interface operations {
             };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -815,8 +944,35 @@ export interface operations {
                     "application/json": components["schemas"]["StatsOut"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
