@@ -15,9 +15,10 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import for_code
+from aiokafka.errors import KafkaTimeoutError, for_code
 
 from schemas.errors import HindsightError
 from topics.catalogue import TOPICS, TopicSpec
@@ -102,6 +103,7 @@ async def ensure_topics(
             await _check_partitions(admin, existing, partitions)
             await _apply_configs(admin, {name: configs[name] for name in existing})
         await _wait_for_leaders(admin, list(specs))
+    await _wait_for_offsets(bootstrap, list(specs), partitions)
 
 
 async def _check_partitions(admin: AIOKafkaAdminClient, names: list[str], wanted: int) -> None:
@@ -145,6 +147,33 @@ async def _wait_for_leaders(admin: AIOKafkaAdminClient, names: list[str]) -> Non
                 f"{LEADER_WAIT_S:.0f}s"
             )
         await asyncio.sleep(0.2)
+
+
+async def _wait_for_offsets(bootstrap: str, names: list[str], partitions: int) -> None:
+    """Return once every partition's leader answers an offsets request.
+
+    Metadata can name a leader a moment before that broker serves the partition; a consumer that
+    seeks then logs ``NotLeaderForPartitionError`` at ERROR while it retries. ``beginning_offsets``
+    retries the same request quietly, so asking it first keeps a fresh start free of that noise.
+    """
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        request_timeout_ms=int(LEADER_WAIT_S * 1000),
+    )
+    await consumer.start()
+    try:
+        await consumer.beginning_offsets(
+            [TopicPartition(name, partition) for name in names for partition in range(partitions)]
+        )
+    except KafkaTimeoutError as error:
+        raise TopicAdminError(
+            f"topics {', '.join(sorted(names))}: partition leaders did not answer offset requests "
+            f"within {LEADER_WAIT_S:.0f}s"
+        ) from error
+    finally:
+        await consumer.stop()
 
 
 def _has_leaders(topic: dict[str, Any]) -> bool:
