@@ -33,7 +33,14 @@ from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import StateFollower, make_producer, partition_for
 from schemas.codec import encode, validate
 from schemas.errors import HindsightError, InvalidEvent, MemoryNotFound
-from schemas.events import CommandIssued, MemoriesRecalled, RecallHit, TurnRecorded, check_namespace
+from schemas.events import (
+    CommandIssued,
+    InputEvent,
+    MemoriesRecalled,
+    RecallHit,
+    TurnRecorded,
+    check_namespace,
+)
 from schemas.memory import MemoryRecord, Watermark
 from topics.catalogue import topic_names
 
@@ -60,6 +67,9 @@ class ForgetOutcome:
     command: str  # forget | erase
     memory_ids: list[str]
     applied: bool
+
+
+REPUBLISHED_HEADER = "hindsight-republished-from"
 
 
 class RecallResult(BaseModel):
@@ -221,6 +231,21 @@ class Hindsight:
             Receipt(e.event_id, e.namespace, topic, meta.partition, meta.offset)
             for e, meta in zip(events, results, strict=True)
         ]
+
+    async def republish(self, event: InputEvent, value: bytes, *, origin: str) -> Receipt:
+        """Publish an operator's corrected bytes of a dead-lettered event to its input topic.
+
+        ``value`` must decode to ``event`` (the caller validated it); keyed by the event's
+        namespace (I3). A header names the dead letter it came from, for audit.
+        """
+        topic = self._names["events"]
+        metadata = await self._producer.send_and_wait(
+            topic,
+            key=event.namespace.encode(),
+            value=value,
+            headers=[(REPUBLISHED_HEADER, origin.encode())],
+        )
+        return Receipt(event.event_id, event.namespace, topic, metadata.partition, metadata.offset)
 
     async def command(
         self,

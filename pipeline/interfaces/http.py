@@ -12,6 +12,7 @@ Errors name what was wrong: every 4xx/5xx body is ``{"error", "field", "errors"}
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,13 +20,18 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from pipeline.interfaces.client import Hindsight, RecallResult
+from pipeline.interfaces.dashboard import mount_dashboard, open_dashboard
 from pipeline.interfaces.serving import serve_until_signal
 from pipeline.models.encoders import load_encoder
+from pipeline.runtime.health import assess_readiness, input_ends, sample_lags_forever
+from pipeline.runtime.metrics import metrics, render
 from pipeline.runtime.settings import Settings
+from pipeline.views.log_reader import LogReader, LogUnavailable
+from pipeline.views.state_topic import FollowerFailed
 from schemas.errors import HindsightError, InvalidEvent, WatermarkTimeout
 from schemas.events import MAX_TURN_CHARS, NAMESPACE_PATTERN, check_namespace
 from schemas.memory import Kind, MemoryRecord, Region, Status
@@ -135,10 +141,21 @@ class StatsOut(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "unavailable"]
     bootstrap: str
     topic_prefix: str
+    brokers: int = Field(default=0, description="Brokers the cluster metadata lists.")
     watermarks: int = Field(description="How many input partitions the views report.")
+    error: str | None = None
+
+
+class Ready(BaseModel):
+    ready: bool
+    reasons: list[str] = Field(description="Why not ready; empty when ready.")
+    view_lag: dict[str, int] = Field(
+        description="Input messages not yet in the recall view, per topic:partition."
+    )
+    max_lag: int
 
 
 class FieldError(BaseModel):
@@ -191,6 +208,8 @@ def _validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 
 def _hindsight_error(_: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, FollowerFailed | LogUnavailable):
+        return _error(503, str(exc), None, [])
     if isinstance(exc, WatermarkTimeout):
         # Read-your-writes wait ran out: the gateway (us) timed out waiting for the worker.
         return _error(504, str(exc), None, [])
@@ -231,14 +250,33 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if client is not None:
-            app.state.hindsight = client
-            yield
-            return
-        loop = asyncio.get_running_loop()
-        encoder = await loop.run_in_executor(None, load_encoder, settings.encoder)
-        async with Hindsight.connect(settings, encoder=encoder) as connected:
+        async with contextlib.AsyncExitStack() as stack:
+            connected = client
+            if connected is None:
+                loop = asyncio.get_running_loop()
+                encoder = await loop.run_in_executor(None, load_encoder, settings.encoder)
+                connected = await stack.enter_async_context(
+                    Hindsight.connect(settings, encoder=encoder)
+                )
+            reader = LogReader(settings.bootstrap or "", "hindsight-api-reader")
+            await reader.start()
+            stack.push_async_callback(reader.stop)
             app.state.hindsight = connected
+            app.state.reader = reader
+            app.state.dashboard = await stack.enter_async_context(
+                open_dashboard(settings, connected, reader)
+            )
+            sampler = asyncio.create_task(
+                sample_lags_forever(
+                    reader,
+                    metrics(),
+                    settings.app_id,
+                    settings.topic_prefix,
+                    lambda: connected.watermarks,
+                ),
+                name="hindsight-lag-sampler",
+            )
+            stack.push_async_callback(_cancel, sampler)
             yield
 
     app = FastAPI(
@@ -251,15 +289,69 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HindsightError, _hindsight_error)
 
-    @app.get("/healthz", response_model=Health, tags=["ops"])
-    async def healthz(hs: Client) -> Health:
-        stats = await hs.stats("healthz")
-        return Health(
+    mount_dashboard(app)
+
+    @app.get(
+        "/healthz",
+        response_model=Health,
+        tags=["ops"],
+        summary="Alive: the process runs and the broker answers",
+        responses={503: {"model": Health, "description": "broker unreachable"}},
+    )
+    async def healthz(hs: Client, request: Request) -> JSONResponse:
+        reader: LogReader = request.app.state.reader
+        health = Health(
             status="ok",
             bootstrap=hs.settings.bootstrap or "",
             topic_prefix=hs.settings.topic_prefix,
-            watermarks=len(stats["watermarks"]),
+            watermarks=len(hs.watermarks),
         )
+        try:
+            health = health.model_copy(update={"brokers": await reader.ping()})
+        except LogUnavailable as error:
+            health = health.model_copy(
+                update={"status": "unavailable", "error": f"broker unreachable: {error}"}
+            )
+        code = 200 if health.status == "ok" else 503
+        return JSONResponse(health.model_dump(mode="json"), status_code=code)
+
+    @app.get(
+        "/readyz",
+        response_model=Ready,
+        tags=["ops"],
+        summary="Ready: the recall view follows the state topic and is caught up",
+        responses={503: {"model": Ready, "description": "not ready; reasons say why"}},
+    )
+    async def readyz(hs: Client, request: Request) -> JSONResponse:
+        reader: LogReader = request.app.state.reader
+        follower = hs.follower
+        ends: dict[tuple[str, int], int] | None = None
+        ends_error = None
+        try:
+            ends = await input_ends(reader, hs.settings.topic_prefix)
+        except LogUnavailable as error:
+            ends_error = str(error)
+        readiness = assess_readiness(
+            follower_running=follower.running,
+            follower_failure=follower.failure,
+            watermarks=follower.watermarks,
+            ends=ends,
+            max_lag=hs.settings.ready_max_lag,
+            ends_error=ends_error,
+        )
+        metrics().ready.set(1 if readiness.ready else 0)
+        body = Ready(
+            ready=readiness.ready,
+            reasons=readiness.reasons,
+            view_lag=readiness.view_lag,
+            max_lag=hs.settings.ready_max_lag,
+        )
+        return JSONResponse(body.model_dump(mode="json"), status_code=200 if body.ready else 503)
+
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics of this process")
+    async def prometheus_metrics() -> Response:
+        payload, content_type = render()
+        return Response(payload, media_type=content_type)
 
     @app.post(
         "/v1/namespaces/{namespace}/turns",
@@ -361,11 +453,17 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
     return app
 
 
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 async def serve_api(settings: Settings, host: str, port: int) -> None:
     """Serve the API until SIGINT/SIGTERM (``hindsight api``)."""
     await serve_until_signal(
         create_api(settings),
         host,
         port,
-        lambda url: f"Hindsight API on {url} (docs {url}/docs)",
+        lambda url: f"Hindsight API on {url} (docs {url}/docs, dashboard {url}/ui)",
     )

@@ -180,6 +180,7 @@ async def run_up(
                     serving(create_api(live, client=client), live.api_host, live.api_port)
                 )
                 info["api"] = api_server.url
+                info["dashboard"] = f"{api_server.url}/ui"
             if mcp_http:
                 from pipeline.interfaces.mcp import MCP_PATH, create_mcp_server
 
@@ -201,6 +202,7 @@ async def run_up(
             print(f"  Milvus     {live.milvus_path}")
             if "api" in info:
                 print(f"  HTTP API   {info['api']}  (docs {info['api']}/docs)")
+                print(f"  dashboard  {info['dashboard']}   metrics {info['api']}/metrics")
             if "mcp" in info:
                 print(f"  MCP        {info['mcp']}  (streamable HTTP)")
             print(f"  ticks      every {interval:g}s for namespaces with new turns")
