@@ -27,7 +27,7 @@ from pipeline.interfaces.client import Hindsight, RecallResult
 from pipeline.interfaces.dashboard import mount_dashboard, open_dashboard
 from pipeline.interfaces.serving import serve_until_signal
 from pipeline.models.encoders import load_encoder
-from pipeline.runtime.health import assess_readiness, input_ends, sample_lags_forever
+from pipeline.runtime.health import check_readiness, sample_forever
 from pipeline.runtime.metrics import metrics, render
 from pipeline.runtime.settings import Settings
 from pipeline.views.log_reader import LogReader, LogUnavailable
@@ -267,14 +267,8 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
                 open_dashboard(settings, connected, reader)
             )
             sampler = asyncio.create_task(
-                sample_lags_forever(
-                    reader,
-                    metrics(),
-                    settings.app_id,
-                    settings.topic_prefix,
-                    lambda: connected.watermarks,
-                ),
-                name="hindsight-lag-sampler",
+                sample_forever(reader, metrics(), connected.follower, settings),
+                name="hindsight-metrics-sampler",
             )
             stack.push_async_callback(_cancel, sampler)
             yield
@@ -324,20 +318,9 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
     )
     async def readyz(hs: Client, request: Request) -> JSONResponse:
         reader: LogReader = request.app.state.reader
-        follower = hs.follower
-        ends: dict[tuple[str, int], int] | None = None
-        ends_error = None
-        try:
-            ends = await input_ends(reader, hs.settings.topic_prefix)
-        except LogUnavailable as error:
-            ends_error = str(error)
-        readiness = assess_readiness(
-            follower_running=follower.running,
-            follower_failure=follower.failure,
-            watermarks=follower.watermarks,
-            ends=ends,
-            max_lag=hs.settings.ready_max_lag,
-            ends_error=ends_error,
+        settings = hs.settings
+        readiness = await check_readiness(
+            hs.follower, reader, settings.topic_prefix, settings.ready_max_lag
         )
         metrics().ready.set(1 if readiness.ready else 0)
         body = Ready(

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from aiokafka import TopicPartition
 
 from pipeline.runtime.metrics import Metrics
-from pipeline.views.log_reader import GroupLag, LogReader
-from schemas.errors import HindsightError
+from pipeline.runtime.settings import Settings
+from pipeline.views.log_reader import GroupLag, LogReader, LogUnavailable
 from topics.catalogue import topic_names
 
 log = logging.getLogger("hindsight.health")
@@ -28,12 +29,28 @@ LAG_SAMPLE_S = 15.0
 Position = tuple[str, int]
 
 
+class Following(Protocol):
+    """What readiness reads of the state follower (``StateFollower`` has it)."""
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def watermarks(self) -> dict[Position, int]: ...
+
+    failure: BaseException | None
+
+
 @dataclass(frozen=True)
 class Readiness:
     ready: bool
     reasons: list[str] = field(default_factory=list)
-    # Input messages the view has not applied yet, per "topic:partition".
-    view_lag: dict[str, int] = field(default_factory=dict)
+    # Input messages the view has not applied yet, per input partition.
+    lags: dict[Position, int] = field(default_factory=dict)
+
+    @property
+    def view_lag(self) -> dict[str, int]:
+        return {f"{topic}:{partition}": lag for (topic, partition), lag in self.lags.items()}
 
 
 def view_lag(
@@ -67,16 +84,12 @@ def assess_readiness(
         reasons.append(f"input log end offsets unavailable: {ends_error or 'no answer'}")
     else:
         lags = view_lag(watermarks, ends)
-        behind = {p: lag for p, lag in lags.items() if lag > max_lag}
-        for (topic, partition), lag in behind.items():
-            reasons.append(
-                f"views are {lag} messages behind {topic}[{partition}] (bound {max_lag})"
-            )
-    return Readiness(
-        not reasons,
-        reasons,
-        {f"{topic}:{partition}": lag for (topic, partition), lag in lags.items()},
-    )
+        for (topic, partition), lag in lags.items():
+            if lag > max_lag:
+                reasons.append(
+                    f"views are {lag} messages behind {topic}[{partition}] (bound {max_lag})"
+                )
+    return Readiness(not reasons, reasons, lags)
 
 
 async def input_ends(reader: LogReader, prefix: str) -> dict[Position, int]:
@@ -87,43 +100,61 @@ async def input_ends(reader: LogReader, prefix: str) -> dict[Position, int]:
     return {(tp.topic, tp.partition): end for tp, end in ends.items()}
 
 
+async def check_readiness(
+    follower: Following, reader: LogReader, prefix: str, max_lag: int
+) -> Readiness:
+    ends: dict[Position, int] | None = None
+    error = None
+    try:
+        ends = await input_ends(reader, prefix)
+    except LogUnavailable as failure:
+        error = str(failure)
+    return assess_readiness(
+        follower_running=follower.running,
+        follower_failure=follower.failure,
+        watermarks=follower.watermarks,
+        ends=ends,
+        max_lag=max_lag,
+        ends_error=error,
+    )
+
+
 async def stage_lags(reader: LogReader, app_id: str) -> list[GroupLag]:
     """Committed-offset lag of every consumer group of the pipeline (ids start with app_id)."""
     return await reader.group_lags(await reader.groups(app_id))
 
 
 def stage_of(group: str, app_id: str) -> str:
-    """``<app_id>-prepare`` → ``prepare``; the single worker's group ``<app_id>`` → ``worker``."""
+    """``<app_id>-prepare`` → ``prepare`` (a group named just ``<app_id>`` → ``worker``)."""
     return group.removeprefix(app_id).lstrip("-._") or "worker"
 
 
-async def sample_lags(
-    reader: LogReader,
-    metrics: Metrics,
-    app_id: str,
-    prefix: str,
-    watermarks: Mapping[Position, int] | None = None,
-) -> None:
-    """One sample of the lag gauges (consumer groups, and the view when watermarks are given)."""
-    lags = await stage_lags(reader, app_id)
-    metrics.set_consumer_lag((row.group, row.topic, row.partition, row.lag) for row in lags)
-    if watermarks is not None:
-        lag = view_lag(watermarks, await input_ends(reader, prefix))
-        metrics.set_view_lag((topic, partition, value) for (topic, partition), value in lag.items())
+async def sample(
+    reader: LogReader, metrics: Metrics, follower: Following, settings: Settings
+) -> Readiness:
+    """One sample of the gauges Prometheus reads: stage lags, view lag and readiness."""
+    try:
+        lags = await stage_lags(reader, settings.app_id)
+    except LogUnavailable as error:
+        log.debug("consumer-lag sample skipped: %s", error)
+    else:
+        metrics.set_consumer_lag((row.group, row.topic, row.partition, row.lag) for row in lags)
+    readiness = await check_readiness(
+        follower, reader, settings.topic_prefix, settings.ready_max_lag
+    )
+    metrics.set_view_lag((t, p, lag) for (t, p), lag in readiness.lags.items())
+    metrics.ready.set(1 if readiness.ready else 0)
+    return readiness
 
 
-async def sample_lags_forever(
+async def sample_forever(
     reader: LogReader,
     metrics: Metrics,
-    app_id: str,
-    prefix: str,
-    watermarks: Callable[[], Mapping[Position, int]] | None = None,
+    follower: Following,
+    settings: Settings,
     interval: float = LAG_SAMPLE_S,
 ) -> None:
-    """Keep the lag gauges current between scrapes; a broker hiccup skips one sample."""
+    """Keep the gauges current between scrapes (the API runs this for its whole life)."""
     while True:
-        try:
-            await sample_lags(reader, metrics, app_id, prefix, watermarks() if watermarks else None)
-        except HindsightError as error:
-            log.debug("lag sample skipped: %s", error)
+        await sample(reader, metrics, follower, settings)
         await asyncio.sleep(interval)

@@ -41,7 +41,7 @@ from pipeline.interfaces.dashboard.views import (
     timeline,
 )
 from pipeline.recall.fusion import PATHS
-from pipeline.runtime.health import assess_readiness, input_ends, stage_lags, stage_of
+from pipeline.runtime.health import check_readiness, stage_lags, stage_of
 from pipeline.runtime.metrics import metrics
 from pipeline.runtime.progress import progress_path, read_progress
 from pipeline.views.log_reader import LogMessage
@@ -361,10 +361,13 @@ async def playground(
             error = "limit: expected a whole number"
         except HindsightError as failure:
             error = str(failure)
+    records = board.client.records(namespace)
+    newest = max((r.updated_at for r in records), default=None)
     return _page(
         request,
         "recall.html",
         namespace=namespace,
+        latest=newest.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") if newest else "",
         form=form,
         result=result,
         error=error,
@@ -393,19 +396,9 @@ async def operations(
 ) -> Response:
     settings = board.settings
     reader = board.reader
-    follower = board.client.follower
     problems: list[str] = []
-    try:
-        ends: dict[tuple[str, int], int] | None = await input_ends(reader, settings.topic_prefix)
-    except HindsightError as error:
-        ends = None
-        problems.append(str(error))
-    readiness = assess_readiness(
-        follower_running=follower.running,
-        follower_failure=follower.failure,
-        watermarks=follower.watermarks,
-        ends=ends,
-        max_lag=settings.ready_max_lag,
+    readiness = await check_readiness(
+        board.client.follower, reader, settings.topic_prefix, settings.ready_max_lag
     )
     try:
         lags = await stage_lags(reader, settings.app_id)
