@@ -164,6 +164,7 @@ async def run_up(
     stack_file: Path | None = None
     try:
         async with contextlib.AsyncExitStack() as stack:
+            print("starting Kafka, the pipeline stages and the API…", flush=True)
             live = await stack.enter_async_context(running_stack(settings))
             stack_file = Path(live.data_dir) / STACK_FILE
             encoder = await loop.run_in_executor(None, load_encoder, live.encoder)
