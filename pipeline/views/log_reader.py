@@ -4,9 +4,11 @@ The dashboard and the health checks read Kafka through this one reader. Every re
 a range of offsets with a count cap and a deadline, never "scan the topic" — a request costs
 at most ``max_records`` messages however long the log grows.
 
-One consumer (no group, nothing committed) serves every read under a lock: assigning, seeking
-and fetching are one step. It reads committed data only (``read_committed``), so records of an
-aborted transaction never show.
+Two consumers (no group, nothing committed): one fetches messages under a lock (assigning,
+seeking and fetching are one step, and it is unassigned after each read), the other only asks for
+offsets — a broker answers one connection's requests in order, so an offsets request queued
+behind a waiting fetch would wait out the fetch's long poll. Both read committed data only
+(``read_committed``): records of an aborted transaction never show.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from schemas.errors import HindsightError
 T = TypeVar("T")
 
 READ_DEADLINE_S = 5.0
+FETCH_WAIT_MS = 50
 MAX_RECORDS = 5_000
 
 
@@ -64,21 +67,29 @@ class LogReader:
         self._bootstrap = bootstrap
         self._client_id = client_id
         self._consumer: AIOKafkaConsumer | None = None
+        self._offsets: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._lock = asyncio.Lock()
         self._partitions: dict[str, list[int]] = {}
 
-    async def start(self) -> None:
-        self._consumer = AIOKafkaConsumer(
+    def _new_consumer(self, role: str) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
-            client_id=self._client_id,
+            client_id=f"{self._client_id}-{role}",
             group_id=None,
             enable_auto_commit=False,
             isolation_level="read_committed",
             request_timeout_ms=int(READ_DEADLINE_S * 1000),
             max_partition_fetch_bytes=4 * 1024 * 1024,
+            # At the end of a range the broker holds a fetch this long for more data.
+            fetch_max_wait_ms=FETCH_WAIT_MS,
         )
+
+    async def start(self) -> None:
+        self._consumer = self._new_consumer("fetch")
         await self._consumer.start()
+        self._offsets = self._new_consumer("offsets")
+        await self._offsets.start()
         self._admin = AIOKafkaAdminClient(
             bootstrap_servers=self._bootstrap,
             client_id=f"{self._client_id}-admin",
@@ -87,8 +98,9 @@ class LogReader:
         await self._admin.start()
 
     async def stop(self) -> None:
-        if self._consumer is not None:
-            await self._consumer.stop()
+        for consumer in (self._consumer, self._offsets):
+            if consumer is not None:
+                await consumer.stop()
         if self._admin is not None:
             await self._admin.close()
 
@@ -97,6 +109,12 @@ class LogReader:
         if self._consumer is None:
             raise HindsightError("LogReader: start() it first")
         return self._consumer
+
+    @property
+    def _o(self) -> AIOKafkaConsumer:
+        if self._offsets is None:
+            raise HindsightError("LogReader: start() it first")
+        return self._offsets
 
     @property
     def _a(self) -> AIOKafkaAdminClient:
@@ -136,7 +154,7 @@ class LogReader:
         wanted = list(partitions)
         if not wanted:
             return {}
-        return await self._bounded("end offsets", self._c.end_offsets(wanted))
+        return await self._bounded("end offsets", self._o.end_offsets(wanted))
 
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition]
@@ -144,7 +162,7 @@ class LogReader:
         wanted = list(partitions)
         if not wanted:
             return {}
-        return await self._bounded("beginning offsets", self._c.beginning_offsets(wanted))
+        return await self._bounded("beginning offsets", self._o.beginning_offsets(wanted))
 
     async def bounds(self, tp: TopicPartition) -> tuple[int, int]:
         """(first offset still in the log, next offset to be written)."""
@@ -169,29 +187,43 @@ class LogReader:
         consumer = self._c
         async with self._lock:
             consumer.assign([tp])
-            consumer.seek(tp, start)
-            deadline = time.monotonic() + READ_DEADLINE_S
-            while len(found) < max_records and time.monotonic() < deadline:
-                batches = await consumer.getmany(
-                    tp, timeout_ms=200, max_records=min(500, max_records - len(found))
-                )
-                for message in batches.get(tp, []):
-                    if message.offset >= stop:
-                        break
-                    found.append(
-                        LogMessage(
-                            message.topic,
-                            message.partition,
-                            message.offset,
-                            message.timestamp,
-                            message.key,
-                            message.value,
-                            tuple(message.headers or ()),
-                        )
-                    )
-                if await consumer.position(tp) >= stop:
-                    break
+            try:
+                await self._fetch(consumer, tp, start, stop, max_records, found)
+            finally:
+                consumer.assign([])  # no fetch keeps polling between reads
         return found[:max_records]
+
+    @staticmethod
+    async def _fetch(
+        consumer: AIOKafkaConsumer,
+        tp: TopicPartition,
+        start: int,
+        stop: int,
+        max_records: int,
+        found: list[LogMessage],
+    ) -> None:
+        consumer.seek(tp, start)
+        deadline = time.monotonic() + READ_DEADLINE_S
+        while len(found) < max_records and time.monotonic() < deadline:
+            batches = await consumer.getmany(
+                tp, timeout_ms=200, max_records=min(500, max_records - len(found))
+            )
+            for message in batches.get(tp, []):
+                if message.offset >= stop:
+                    break
+                found.append(
+                    LogMessage(
+                        message.topic,
+                        message.partition,
+                        message.offset,
+                        message.timestamp,
+                        message.key,
+                        message.value,
+                        tuple(message.headers or ()),
+                    )
+                )
+            if await consumer.position(tp) >= stop:
+                break
 
     async def read_at(self, topic: str, partition: int, offset: int) -> LogMessage | None:
         """The message at exactly ``offset``, or None (compacted away, expired, not there)."""
