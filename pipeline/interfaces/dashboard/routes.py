@@ -23,6 +23,7 @@ from pipeline.interfaces.dashboard import UI_PATH, Dashboard
 from pipeline.interfaces.dashboard.views import (
     STATUS_FILTERS,
     DeadLetterView,
+    FeedEntry,
     MemoryFilter,
     Row,
     activation_plot,
@@ -251,7 +252,7 @@ async def memory(
     names = topic_names(board.settings.topic_prefix)
     updates = names["memory_updates"]
     partitions = await reader.partitions(updates)
-    feed: list[Any] = []
+    feed: list[FeedEntry] = []
     window: dict[str, int] = {}
     if partitions:
         partition = partition_for(namespace, len(partitions))
@@ -406,7 +407,11 @@ async def operations(
     except HindsightError as error:
         lags = []
         problems.append(str(error))
-    letters, older = await _dead_letters(board, skip)
+    try:
+        letters, older = await _dead_letters(board, skip)
+    except HindsightError as error:
+        letters, older = [], False
+        problems.append(str(error))
     return _page(
         request,
         "ops.html",
