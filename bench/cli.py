@@ -17,6 +17,9 @@ BENCHMARKS: dict[str, str] = {
     "ingest": "bench.ingest",
     "recall-latency": "bench.recall_latency",
     "locomo": "bench.locomo.runner",
+    "scale-out": "bench.scale_out",
+    "chaos": "bench.chaos",
+    "load": "bench.load",
 }
 
 

@@ -74,6 +74,7 @@ async def follow(args: argparse.Namespace) -> int:
         group_id=args.group,
         enable_auto_commit=False,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
+        isolation_level="read_committed",  # the feed is written in transactions
     )
     await consumer.start()
     forward = httpx.AsyncClient(timeout=10) if args.forward else None

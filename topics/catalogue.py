@@ -9,6 +9,10 @@ but written to its namespace's partition explicitly.
 The truth (I1) is the input log plus the recorded model outputs: LLM extractions and, per
 encoder, the prepared events (vectors). Reindexing with another encoder writes a prepared topic
 named after it (:func:`prepared_topic`); the default encoder's is ``hindsight.prepared.v1``.
+
+The keys topic (API keys, keyed by key id) is not a pipeline topic: it has one partition, so every
+API process reads all key events in one order, and it is compacted, so the latest event per key id
+is what stays (a revocation outlives the creation it revokes).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ Role = Literal[
     "memory_state",
     "memory_updates",
     "dead_letters",
+    "keys",
 ]
 
 FOREVER = -1  # retention.ms: the log is the truth (I1)
@@ -36,6 +41,7 @@ class TopicSpec:
     cleanup_policy: Literal["delete", "compact"]
     retention_ms: int
     configs: dict[str, str] = field(default_factory=dict)
+    partitions: int | None = None  # None: the pipeline's shared count (co-partitioning, I3)
 
     def name(self, prefix: str = "") -> str:
         return f"{prefix}{self.base_name}"
@@ -63,6 +69,14 @@ TOPICS: dict[Role, TopicSpec] = {
         ),
         TopicSpec("memory_updates", "hindsight.memory-updates.v1", "delete", 7 * 24 * 3600 * 1000),
         TopicSpec("dead_letters", "hindsight.dead-letters.v1", "delete", 30 * 24 * 3600 * 1000),
+        TopicSpec(
+            "keys",
+            "hindsight.keys.v1",
+            "compact",
+            FOREVER,
+            {"min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000"},
+            partitions=1,
+        ),
     )
 }
 

@@ -276,6 +276,7 @@ class ConsolidateStage(Service):
     # -- membership ------------------------------------------------------------------------
     def assign(self, partitions: set[int]) -> None:
         self.rebalances += 1
+        self.stats.counts["rebalances"] += 1
         self._pending |= partitions - set(self._owned)
 
     async def revoke(self, partitions: set[int]) -> None:

@@ -262,7 +262,10 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         broker_commit_interval=1.0,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=settings.heartbeat_interval_s,
-        stream_wait_empty=False,
+        # On shutdown Faust stops fetching, then waits until every delivered event is acked (our
+        # batch in flight published) before the shutdown hook closes the producer; only then
+        # are the agents stopped, so no batch is cut in half and nothing unpublished is acked.
+        stream_wait_empty=True,
         key_serializer="raw",
         value_serializer="raw",
     )

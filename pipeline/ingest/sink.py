@@ -110,6 +110,9 @@ class SinkStage(Service):
         self._view: MilvusView | None = None
         self._dirty = False
         self.stats = StageStats(STAGE)
+        # Held while a batch is written: shutdown waits for it before closing the view, so a
+        # stop never cuts a Milvus write in half.
+        self._batch = asyncio.Lock()
 
     async def on_start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -134,9 +137,10 @@ class SinkStage(Service):
         self.stats.write(self.settings.data_dir)
 
     async def on_stop(self) -> None:
-        self.stats.write(self.settings.data_dir)
-        if self._consumer is not None:
-            await self._consumer.stop()
+        async with self._batch:  # the batch in flight is written and committed first
+            self.stats.write(self.settings.data_dir)
+            if self._consumer is not None:
+                await self._consumer.stop()
         if self._view is not None:
             view, self._view = self._view, None
             await asyncio.get_running_loop().run_in_executor(None, view.flush)
@@ -156,15 +160,18 @@ class SinkStage(Service):
                     return
                 raise
             messages = [(m.key, m.value) for batch in batches.values() for m in batch]
-            if messages:
-                with self.stats.timed("view"):
-                    count = await loop.run_in_executor(None, apply_to_view, view, messages)
-                await consumer.commit()  # after the view has them: at-least-once, idempotent
-                self.stats.counts["state_messages"] += count
-                self._dirty = True
-            if self._dirty and time.monotonic() - last_flush >= FLUSH_EVERY_S:
-                # Sealed segments keep Milvus searches off the slow unflushed path.
-                with self.stats.timed("flush"):
-                    await loop.run_in_executor(None, view.flush)
-                self._dirty = False
-                last_flush = time.monotonic()
+            async with self._batch:
+                if self.should_stop:
+                    return  # not committed: the next sink reads these again
+                if messages:
+                    with self.stats.timed("view"):
+                        count = await loop.run_in_executor(None, apply_to_view, view, messages)
+                    await consumer.commit()  # after the view has them: at-least-once, idempotent
+                    self.stats.counts["state_messages"] += count
+                    self._dirty = True
+                if self._dirty and time.monotonic() - last_flush >= FLUSH_EVERY_S:
+                    # Sealed segments keep Milvus searches off the slow unflushed path.
+                    with self.stats.timed("flush"):
+                        await loop.run_in_executor(None, view.flush)
+                    self._dirty = False
+                    last_flush = time.monotonic()

@@ -56,9 +56,6 @@ class Receipt:
     offset: int
 
 
-TurnReceipt = Receipt
-
-
 @dataclass(frozen=True)
 class ForgetOutcome:
     """What a forget did: where it landed, and (once applied) the memories it took."""
@@ -136,12 +133,17 @@ class Hindsight:
                 "Hindsight.connect needs settings.bootstrap; start the stack first"
             )
         names = topic_names(settings.topic_prefix)
-        producer = make_producer(settings.bootstrap, "hindsight-client")
+        producer = make_producer(settings.bootstrap, "hindsight-client", settings.kafka)
         await producer.start()
         index = HotIndex()
         freshness = FreshnessProbe()
         follower = StateFollower(
-            settings.bootstrap, names["memory_state"], index.apply, index.remove, freshness.observe
+            settings.bootstrap,
+            names["memory_state"],
+            index.apply,
+            index.remove,
+            freshness.observe,
+            security=settings.kafka,
         )
         freshness.follower = follower
         metrics().bind_view(index, lambda: follower.running and follower.failure is None)

@@ -113,6 +113,7 @@ class NamespaceBank:
     # Event id -> how many records name it in their provenance (derived from the records, so an
     # erase forgets the turn here exactly as a bank restored without the record would).
     _seen_events: Counter[str] = field(default_factory=Counter)
+    _vector_of: dict[str, Vector] = field(default_factory=dict)
 
     @classmethod
     def load(
@@ -142,10 +143,13 @@ class NamespaceBank:
     def _store(self, record: MemoryRecord) -> None:
         previous = self.records.get(record.id)
         self.records[record.id] = record
-        self._count_sources(previous, -1)
-        self._count_sources(record, 1)
+        if previous is None or previous.provenance is not record.provenance:
+            self._count_sources(previous, -1)
+            self._count_sources(record, 1)
         if previous is None and record.vector:
-            self._rows[record.region].append(record.id, np.asarray(record.vector, np.float32))
+            vector = np.asarray(record.vector, np.float32)
+            self._vector_of[record.id] = vector
+            self._rows[record.region].append(record.id, vector)
             if record.provenance:
                 # The creating turn's session (merges may add turns of other sessions later).
                 recent = self._session_recent[record.provenance[0].session_id]
@@ -157,6 +161,7 @@ class NamespaceBank:
         if record is None:
             return
         self._count_sources(record, -1)
+        self._vector_of.pop(memory_id, None)
         self._rows[record.region].remove(memory_id)
         for recent in self._session_recent.values():
             if memory_id in recent:
@@ -198,9 +203,9 @@ class NamespaceBank:
             return None, []
         current = recent[-1].segment_id
         vectors = [
-            np.asarray(r.vector, dtype=np.float32)
+            self._vector_of[r.id]
             for r in recent
-            if r.segment_id == current and r.vector
+            if r.segment_id == current and r.id in self._vector_of
         ]
         return current, vectors
 

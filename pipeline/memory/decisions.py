@@ -64,7 +64,7 @@ def decide_turn(
     confirmed = _confirmation(bank, prepared, source, ids, sims, order, new_id, policy)
     if confirmed is not None:
         return [confirmed]
-    created = _new_record(bank, prepared, source, position, policy)
+    created = _new_record(bank, prepared, new_id, source, position, policy)
     created, linked = _links(bank, created, ids, sims, order, turn, policy)
     created, superseded = _supersessions(bank, created, turn, policy)
     related = tuple(c.record.id for c in [*linked, *superseded])
@@ -116,6 +116,7 @@ def _confirmation(
 def _new_record(
     bank: NamespaceBank,
     prepared: PreparedTurn,
+    new_id: str,
     source: SourceTurn,
     position: Position,
     policy: MemoryPolicy,
@@ -129,7 +130,7 @@ def _new_record(
     ):
         current_segment = segment_id(bank.namespace, turn.session_id, turn.event_id)
     return MemoryRecord(
-        id=memory_id(bank.namespace, [turn.event_id], analysis.content),
+        id=new_id,
         namespace=bank.namespace,
         region=analysis.region,
         kind=analysis.kind,

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal, get_args
 
 from schemas.errors import HindsightError
 
@@ -68,6 +69,88 @@ class RecallPolicy:
     context_chars: int = 1000
 
 
+SecurityProtocol = Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"]
+SaslMechanism = Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
+SECURITY_PROTOCOLS: tuple[str, ...] = get_args(SecurityProtocol)
+SASL_MECHANISMS: tuple[str, ...] = get_args(SaslMechanism)
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """How every Kafka client authenticates (``pipeline.runtime.kafka`` turns it into kwargs).
+
+    ``PLAINTEXT`` (the default) is the embedded loopback broker without SASL. ``SASL_*`` needs a
+    mechanism, a user name and a password; ``*SSL`` may name a CA file to trust (PEM).
+    """
+
+    protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise SettingsError(
+                f"HINDSIGHT_KAFKA_SECURITY_PROTOCOL: expected one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}, got {self.protocol!r}"
+            )
+        if self.sasl_mechanism is not None and self.sasl_mechanism not in SASL_MECHANISMS:
+            raise SettingsError(
+                f"HINDSIGHT_KAFKA_SASL_MECHANISM: expected one of {', '.join(SASL_MECHANISMS)}, "
+                f"got {self.sasl_mechanism!r}"
+            )
+        if self.uses_sasl:
+            for name, value in (
+                ("HINDSIGHT_KAFKA_SASL_MECHANISM", self.sasl_mechanism),
+                ("HINDSIGHT_KAFKA_SASL_USERNAME", self.sasl_username),
+                ("HINDSIGHT_KAFKA_SASL_PASSWORD", self.sasl_password),
+            ):
+                if not value:
+                    raise SettingsError(f"{name}: required with {self.protocol}")
+        elif self.sasl_mechanism or self.sasl_username or self.sasl_password:
+            raise SettingsError(
+                f"HINDSIGHT_KAFKA_SECURITY_PROTOCOL: {self.protocol} does not use SASL; set "
+                "SASL_PLAINTEXT or SASL_SSL, or drop the HINDSIGHT_KAFKA_SASL_* settings"
+            )
+        if self.ssl_cafile and not self.uses_tls:
+            raise SettingsError(
+                f"HINDSIGHT_KAFKA_SSL_CAFILE: {self.protocol} does not use TLS; set SSL or SASL_SSL"
+            )
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol.endswith("SSL")
+
+    def env(self) -> dict[str, str]:
+        """The variables that give a child process the same settings (``from_env`` reads them)."""
+        values = {
+            "HINDSIGHT_KAFKA_SECURITY_PROTOCOL": self.protocol,
+            "HINDSIGHT_KAFKA_SASL_MECHANISM": self.sasl_mechanism,
+            "HINDSIGHT_KAFKA_SASL_USERNAME": self.sasl_username,
+            "HINDSIGHT_KAFKA_SASL_PASSWORD": self.sasl_password,
+            "HINDSIGHT_KAFKA_SSL_CAFILE": self.ssl_cafile,
+        }
+        return {key: value for key, value in values.items() if value}
+
+    @classmethod
+    def from_env(cls, source: Mapping[str, str]) -> KafkaSecurity:
+        def get(name: str) -> str | None:
+            return source.get(name) or None
+
+        return cls(
+            protocol=(get("HINDSIGHT_KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT").upper(),  # type: ignore[arg-type]
+            sasl_mechanism=get("HINDSIGHT_KAFKA_SASL_MECHANISM"),  # type: ignore[arg-type]
+            sasl_username=get("HINDSIGHT_KAFKA_SASL_USERNAME"),
+            sasl_password=get("HINDSIGHT_KAFKA_SASL_PASSWORD"),
+            ssl_cafile=get("HINDSIGHT_KAFKA_SSL_CAFILE"),
+        )
+
+
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path(".hindsight")
@@ -95,6 +178,11 @@ class Settings:
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = None
+    kafka: KafkaSecurity = field(default_factory=KafkaSecurity)
+    # Serving: API keys are required unless auth is off (allowed on loopback only, see up.py).
+    auth: bool = True
+    # Client side: the key this process presents (MCP stdio, the CLI's HTTP calls).
+    api_key: str | None = field(default=None, repr=False)
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     recall: RecallPolicy = field(default_factory=RecallPolicy)
 
@@ -125,6 +213,7 @@ class Settings:
             ("HINDSIGHT_LLM_BASE_URL", "llm_base_url"),
             ("HINDSIGHT_LLM_MODEL", "llm_model"),
             ("HINDSIGHT_LLM_API_KEY", "llm_api_key"),
+            ("HINDSIGHT_API_KEY", "api_key"),
         ):
             if source.get(key):
                 changes.setdefault(attr, source[key])
@@ -142,6 +231,9 @@ class Settings:
             changes["batch_window_s"] = _parse_float(
                 "HINDSIGHT_BATCH_WINDOW_S", source["HINDSIGHT_BATCH_WINDOW_S"]
             )
+        if "HINDSIGHT_AUTH" in source:
+            changes["auth"] = _parse_bool("HINDSIGHT_AUTH", source["HINDSIGHT_AUTH"])
+        changes["kafka"] = KafkaSecurity.from_env(source)
         settings = replace(base, **changes)  # type: ignore[arg-type]
         if settings.encoder not in {"minilm", "use"}:
             raise SettingsError(

@@ -23,6 +23,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.settings import KafkaSecurity
 from schemas.errors import HindsightError
 
 T = TypeVar("T")
@@ -63,8 +65,14 @@ class GroupLag:
 
 
 class LogReader:
-    def __init__(self, bootstrap: str, client_id: str = "hindsight-reader") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        client_id: str = "hindsight-reader",
+        security: KafkaSecurity | None = None,
+    ) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._client_id = client_id
         self._consumer: AIOKafkaConsumer | None = None
         self._offsets: AIOKafkaConsumer | None = None
@@ -74,6 +82,7 @@ class LogReader:
 
     def _new_consumer(self, role: str) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
+            **client_kwargs(self._security),
             bootstrap_servers=self._bootstrap,
             client_id=f"{self._client_id}-{role}",
             group_id=None,
@@ -91,6 +100,7 @@ class LogReader:
         self._offsets = self._new_consumer("offsets")
         await self._offsets.start()
         self._admin = AIOKafkaAdminClient(
+            **client_kwargs(self._security),
             bootstrap_servers=self._bootstrap,
             client_id=f"{self._client_id}-admin",
             request_timeout_ms=int(READ_DEADLINE_S * 1000),

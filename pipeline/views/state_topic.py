@@ -26,6 +26,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.partitioner import DefaultPartitioner
 
+from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.settings import KafkaSecurity
 from schemas.errors import HindsightError, WatermarkTimeout
 from schemas.memory import BankCounters, MemoryRecord, Watermark
 
@@ -50,9 +52,11 @@ def bank_key(namespace: str) -> bytes:
     return f"{BANK_PREFIX}{namespace}".encode()
 
 
-async def partition_ids(bootstrap: str, topic: str) -> list[int]:
+async def partition_ids(
+    bootstrap: str, topic: str, security: KafkaSecurity | None = None
+) -> list[int]:
     """The topic's partitions, or [] when it does not exist (from a metadata request)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_kwargs(security))
     await admin.start()
     try:
         described = await admin.describe_topics([topic])
@@ -64,9 +68,12 @@ async def partition_ids(bootstrap: str, topic: str) -> list[int]:
     return []
 
 
-def make_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
+def make_producer(
+    bootstrap: str, client_id: str, security: KafkaSecurity | None = None
+) -> AIOKafkaProducer:
     # acks=all + idempotence: a crash loses no write and duplicates none (I8).
     return AIOKafkaProducer(
+        **client_kwargs(security),
         bootstrap_servers=bootstrap,
         client_id=client_id,
         acks="all",
@@ -77,13 +84,16 @@ def make_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
     )
 
 
-def make_transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:
+def make_transactional_producer(
+    bootstrap: str, transactional_id: str, security: KafkaSecurity | None = None
+) -> AIOKafkaProducer:
     """A producer whose writes become visible all at once, with the consumed offsets (I4).
 
     Starting it fences any older producer with the same id: a zombie owner of the partition
     can no longer commit.
     """
     return AIOKafkaProducer(
+        **client_kwargs(security),
         bootstrap_servers=bootstrap,
         client_id=transactional_id,
         transactional_id=transactional_id,
@@ -95,7 +105,9 @@ def make_transactional_producer(bootstrap: str, transactional_id: str) -> AIOKaf
 
 
 def committed_consumer(**kwargs: object) -> AIOKafkaConsumer:
-    """A consumer that only sees committed transactions (no group unless given)."""
+    """A consumer that only sees committed transactions (no group unless given).
+
+    Pass ``**client_kwargs(settings.kafka)`` among ``kwargs`` on a secured cluster."""
     return AIOKafkaConsumer(
         isolation_level="read_committed",
         enable_auto_commit=False,
@@ -198,11 +210,17 @@ async def read_until_end(
 
 
 async def read_state_partition(
-    bootstrap: str, topic: str, partition: int, timeout_s: float = 120.0
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    timeout_s: float = 120.0,
+    security: KafkaSecurity | None = None,
 ) -> PartitionState:
     """Restore read: fold one state-topic partition from its beginning (committed data only)."""
     state = PartitionState()
-    consumer = committed_consumer(bootstrap_servers=bootstrap, group_id=None)
+    consumer = committed_consumer(
+        **client_kwargs(security), bootstrap_servers=bootstrap, group_id=None
+    )
     await consumer.start()
     try:
         tp = TopicPartition(topic, partition)
@@ -241,8 +259,10 @@ class StateFollower:
         on_record: RecordSink,
         on_remove: RemoveSink,
         on_watermark: Callable[[Watermark], object] | None = None,
+        security: KafkaSecurity | None = None,
     ) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._topic = state_topic
         self._on_record = on_record
         self._on_remove = on_remove
@@ -263,10 +283,12 @@ class StateFollower:
         return self._task is not None and not self._task.done()
 
     async def start(self, catch_up_timeout: float = 120.0) -> None:
-        partitions = await partition_ids(self._bootstrap, self._topic)
+        partitions = await partition_ids(self._bootstrap, self._topic, self._security)
         if not partitions:
             raise WatermarkTimeout(f"state topic {self._topic} does not exist; create topics first")
-        consumer = committed_consumer(bootstrap_servers=self._bootstrap, group_id=None)
+        consumer = committed_consumer(
+            **client_kwargs(self._security), bootstrap_servers=self._bootstrap, group_id=None
+        )
         await consumer.start()
         assignment = [TopicPartition(self._topic, p) for p in sorted(partitions)]
         consumer.assign(assignment)

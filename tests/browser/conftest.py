@@ -49,10 +49,15 @@ async def browser() -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-async def watched(browser: Any) -> AsyncIterator[Watched]:
+async def watched(browser: Any, dashboard: Served, admin_key: str) -> AsyncIterator[Watched]:
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
     page.set_default_timeout(30_000)
+    # Auth is on: log in once through the form; the key then travels as the /ui cookie.
+    await page.goto(f"{dashboard.url}/ui/login")
+    await page.fill("input[name=key]", admin_key)
+    await page.click("button[type=submit]")
+    await page.wait_for_url(f"{dashboard.url}/ui")
     seen = Watched(page)
 
     def on_console(message: Any) -> None:

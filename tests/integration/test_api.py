@@ -14,13 +14,16 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-async def http(stack_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def http(stack_settings: Settings, admin_key: str) -> AsyncIterator[httpx.AsyncClient]:
     app = create_api(stack_settings)
     # ASGITransport does not run lifespans; enter it here so the app connects its client.
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://hindsight.test", timeout=60
+            transport=transport,
+            base_url="http://hindsight.test",
+            timeout=60,
+            headers={"Authorization": f"Bearer {admin_key}"},
         ) as client:
             yield client
 

@@ -78,8 +78,9 @@ async def test_up_starts_and_stops_without_error_lines(
             assert process.poll() is None, process.stdout.read() if process.stdout else ""
             assert time.monotonic() < deadline, "stack.json never appeared"
             await asyncio.sleep(0.5)
-        api = orjson.loads(stack_file.read_bytes())["api"]
-        async with httpx.AsyncClient(base_url=api, timeout=30) as http:
+        stack = orjson.loads(stack_file.read_bytes())
+        bearer = {"Authorization": f"Bearer {stack['api_key']}"}
+        async with httpx.AsyncClient(base_url=stack["api"], timeout=30, headers=bearer) as http:
             ready = await http.get("/readyz")
             assert ready.status_code == 200, ready.text
             assert (await http.get("/ui")).status_code == 200

@@ -36,12 +36,15 @@ async def _until(predicate, timeout: float = 60.0, what: str = "condition") -> N
 
 
 @pytest.fixture(scope="module")
-async def http(stack_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def http(stack_settings: Settings, admin_key: str) -> AsyncIterator[httpx.AsyncClient]:
     app = create_api(stack_settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://hindsight.test", timeout=60
+            transport=transport,
+            base_url="http://hindsight.test",
+            timeout=60,
+            headers={"Authorization": f"Bearer {admin_key}"},
         ) as client:
             client.app = app  # type: ignore[attr-defined]
             yield client
@@ -147,6 +150,7 @@ async def test_a_failed_follower_turns_readiness_and_recall_red_with_the_cause(
         topic_prefix=f"ff{uuid.uuid4().hex[:8]}.",
         app_id=f"hindsight-ff-{uuid.uuid4().hex[:6]}",
         partitions=1,
+        auth=False,  # in-process, no listener: the local principal
     )
     await ensure_topics(kafka_bootstrap, settings.topic_prefix, 1, 1)
     app = create_api(settings)

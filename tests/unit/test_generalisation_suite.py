@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+
 from bench.scenarios.harness import (
     CATEGORIES,
     LoadedScenario,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -88,19 +89,20 @@ def test_every_panel_queries_the_provisioned_datasource_and_defined_metrics() ->
 
 def test_prometheus_scrapes_services_that_compose_defines() -> None:
     services = yaml.safe_load(COMPOSE.read_text())["services"]
-    config = yaml.safe_load(PROMETHEUS.read_text())
-    targets = [
-        target
-        for job in config["scrape_configs"]
-        for static in job["static_configs"]
-        for target in static["targets"]
-    ]
-    assert {t.split(":")[0] for t in targets} == {"api", "worker"}
-    for target in targets:
-        assert target.split(":")[0] in services, target
-    worker_env = services["worker"]["environment"]
-    assert f"worker:{worker_env['HINDSIGHT_METRICS_PORT']}" in targets
-    assert "api:8765" in targets and "8765" in " ".join(services["api"]["command"])
+    jobs = {
+        job["job_name"]: job for job in yaml.safe_load(PROMETHEUS.read_text())["scrape_configs"]
+    }
+    [api] = [t for static in jobs["hindsight-api"]["static_configs"] for t in static["targets"]]
+    assert api == "api:8765" and "8765" in " ".join(services["api"]["command"])
+    # The API's /metrics wants an admin key: read from the mounted config directory.
+    credentials = jobs["hindsight-api"]["authorization"]["credentials_file"]
+    assert credentials.startswith("/etc/prometheus/")
+    assert "infra/prometheus/api-key" in (ROOT / ".gitignore").read_text()
+    [stages] = jobs["hindsight-stages"]["dns_sd_configs"]
+    assert set(stages["names"]) == {"prepare", "consolidate", "sink"} <= services.keys()
+    shared = yaml.safe_load(COMPOSE.read_text())["x-hindsight"]["environment"]
+    assert int(shared["HINDSIGHT_METRICS_PORT"]) == stages["port"]
+    assert shared["HINDSIGHT_METRICS_HOST"] == "0.0.0.0"
     for name in ("prometheus", "grafana"):
         assert name in services
 
@@ -109,11 +111,17 @@ def test_docker_compose_config_is_valid() -> None:
     docker = shutil.which("docker")
     if docker is None:
         pytest.skip("the docker CLI is not installed")
+    # Compose refuses to render without the Kafka passwords (no defaults): give dummies.
+    passwords = {
+        f"KAFKA_{user}_PASSWORD": "pw"
+        for user in ("ADMIN", "SERVICE", "CLIENT", "BROKER", "CONTROLLER")
+    }
     result = subprocess.run(
         [docker, "compose", "-f", str(COMPOSE), "config", "--quiet"],
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env={**os.environ, **passwords},
         timeout=60,
     )
     assert result.returncode == 0, result.stderr or result.stdout

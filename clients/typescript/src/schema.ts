@@ -11,42 +11,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Alive: the process runs and the broker answers */
+        /** Healthz */
         get: operations["healthz_healthz_get"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/readyz": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Ready: the recall view follows the state topic and is caught up */
-        get: operations["readyz_readyz_get"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/metrics": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Prometheus metrics of this process */
-        get: operations["prometheus_metrics_metrics_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -241,26 +207,24 @@ export interface components {
         Health: {
             /**
              * Status
-             * @enum {string}
+             * @constant
              */
-            status: "ok" | "unavailable";
-            /** Bootstrap */
-            bootstrap: string;
-            /** Topic Prefix */
-            topic_prefix: string;
-            /**
-             * Brokers
-             * @description Brokers the cluster metadata lists.
-             * @default 0
-             */
-            brokers: number;
+            status: "ok";
             /**
              * Watermarks
              * @description How many input partitions the views report.
              */
             watermarks: number;
-            /** Error */
-            error?: string | null;
+            /**
+             * Bootstrap
+             * @description Shown to an admin key only.
+             */
+            bootstrap?: string | null;
+            /**
+             * Topic Prefix
+             * @description Shown to an admin key only.
+             */
+            topic_prefix?: string | null;
         };
         /**
          * HistoryEntry
@@ -391,25 +355,6 @@ export interface components {
             /** Score */
             score: number;
         };
-        /** Ready */
-        Ready: {
-            /** Ready */
-            ready: boolean;
-            /**
-             * Reasons
-             * @description Why not ready; empty when ready.
-             */
-            reasons: string[];
-            /**
-             * View Lag
-             * @description Input messages not yet in the recall view, per topic:partition.
-             */
-            view_lag: {
-                [key: string]: number;
-            };
-            /** Max Lag */
-            max_lag: number;
-        };
         /** RecallIn */
         RecallIn: {
             /** Query */
@@ -469,41 +414,6 @@ export interface components {
             /** Context */
             context: string;
             signal?: components["schemas"]["Receipt"] | null;
-            /** @description How the recall was routed and how many candidates it scored. */
-            trace?: components["schemas"]["RecallTrace"] | null;
-        };
-        /**
-         * RecallTrace
-         * @description How a recall was decided (for debugging, benchmarks and the HTTP ``explain`` option).
-         */
-        RecallTrace: {
-            /**
-             * Route
-             * @enum {string}
-             */
-            route: "episodic" | "semantic" | "procedural";
-            /** Route Confidence */
-            route_confidence: number;
-            /** Route Reason */
-            route_reason: string;
-            /** Regions */
-            regions: ("episodic" | "semantic" | "procedural")[];
-            /** Fallback Used */
-            fallback_used: boolean;
-            /** Window Start */
-            window_start?: string | null;
-            /** Window End */
-            window_end?: string | null;
-            /**
-             * Window Label
-             * @default
-             */
-            window_label: string;
-            /**
-             * Candidates
-             * @default 0
-             */
-            candidates: number;
         };
         /** RecalledMemory */
         RecalledMemory: {
@@ -548,11 +458,6 @@ export interface components {
             relevance: number;
             /** Freshness */
             freshness: number;
-            /**
-             * Fused
-             * @default 0
-             */
-            fused: number;
             /** Explanation */
             explanation?: {
                 [key: string]: components["schemas"]["PathEvidence"];
@@ -740,82 +645,6 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description broker unreachable */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Health"];
-                };
-            };
-        };
-    };
-    readyz_readyz_get: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Ready"];
-                };
-            };
-            /** @description Invalid input; `field` names it. */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description not ready; reasons say why */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Ready"];
-                };
-            };
-        };
-    };
-    prometheus_metrics_metrics_get: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": unknown;
-                };
-            };
-            /** @description Invalid input; `field` names it. */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
         };
     };
     retain_v1_namespaces__namespace__turns_post: {
@@ -843,8 +672,35 @@ export interface operations {
                     "application/json": components["schemas"]["TurnReceipt"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -879,8 +735,35 @@ export interface operations {
                     "application/json": components["schemas"]["RecallResult"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -924,8 +807,35 @@ export interface operations {
                     "application/json": components["schemas"]["ForgetOut"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -966,6 +876,24 @@ export interface operations {
                     "application/json": components["schemas"]["MemoryOut"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description no such memory */
             404: {
                 headers: {
@@ -977,6 +905,15 @@ export interface operations {
             };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1007,8 +944,35 @@ export interface operations {
                     "application/json": components["schemas"]["StatsOut"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

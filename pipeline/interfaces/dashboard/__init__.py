@@ -39,7 +39,7 @@ async def open_dashboard(
     settings: Settings, client: Hindsight, reader: LogReader
 ) -> AsyncIterator[Dashboard]:
     names = topic_names(settings.topic_prefix)
-    hub = ChangeFeedHub(settings.bootstrap or "", names["memory_updates"], reader)
+    hub = ChangeFeedHub(settings.bootstrap or "", names["memory_updates"], reader, settings.kafka)
     await hub.start()
     try:
         yield Dashboard(settings, client, reader, hub)
@@ -50,7 +50,8 @@ async def open_dashboard(
 def mount_dashboard(app: FastAPI) -> None:
     from fastapi.staticfiles import StaticFiles
 
-    from pipeline.interfaces.dashboard.routes import STATIC_DIR, router
+    from pipeline.interfaces.dashboard.routes import STATIC_DIR, login_router, router
 
+    app.include_router(login_router, prefix=UI_PATH)
     app.include_router(router, prefix=UI_PATH)
     app.mount(f"{UI_PATH}/static", StaticFiles(directory=STATIC_DIR), name="ui-static")

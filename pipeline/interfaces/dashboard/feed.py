@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from pipeline.interfaces.dashboard.views import decode_change
+from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.settings import KafkaSecurity
 from pipeline.views.log_reader import LogReader
 from schemas.memory import MemoryChanged
 
@@ -35,8 +37,11 @@ class Subscription:
 
 
 class ChangeFeedHub:
-    def __init__(self, bootstrap: str, topic: str, reader: LogReader) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, reader: LogReader, security: KafkaSecurity | None = None
+    ) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._topic = topic
         self._reader = reader
         self._consumer: AIOKafkaConsumer | None = None
@@ -48,6 +53,7 @@ class ChangeFeedHub:
     async def start(self) -> None:
         partitions = await self._reader.partitions(self._topic)
         consumer = AIOKafkaConsumer(
+            **client_kwargs(self._security),
             bootstrap_servers=self._bootstrap,
             client_id="hindsight-dashboard-feed",
             group_id=None,

@@ -20,6 +20,7 @@ from fastapi.templating import Jinja2Templates
 from sse_starlette import EventSourceResponse
 
 from pipeline.interfaces.dashboard import UI_PATH, Dashboard
+from pipeline.interfaces.dashboard.access import COOKIE, check_key, dashboard_operator
 from pipeline.interfaces.dashboard.views import (
     STATUS_FILTERS,
     DeadLetterView,
@@ -80,7 +81,9 @@ def _when_ms(ms: int) -> str:
 templates.env.filters["when"] = _when
 templates.env.filters["when_ms"] = _when_ms
 
-router = APIRouter(include_in_schema=False)
+# Every page needs an operator (an admin key, or auth off); the login form is the exception.
+router = APIRouter(include_in_schema=False, dependencies=[Depends(dashboard_operator)])
+login_router = APIRouter(include_in_schema=False)
 
 
 def _dashboard(request: Request) -> Dashboard:
@@ -473,3 +476,45 @@ async def republish(
     metrics().republished.inc()
     done = f"{receipt.topic}:{receipt.partition}:{receipt.offset}"
     return RedirectResponse(f"{UI_PATH}/ops?{urlencode({'republished': done})}", status_code=303)
+
+
+# -- login (auth on: a browser sends the key as a cookie) ------------------------------------
+def _safe_next(target: str) -> str:
+    # Only paths inside the dashboard: never an open redirect to another site.
+    return target if target.startswith(f"{UI_PATH}") and "//" not in target else UI_PATH
+
+
+@login_router.get("/login", response_class=HTMLResponse)
+async def login_form(request: Request, next: str = UI_PATH) -> Response:
+    return _page(request, "login.html", next=_safe_next(next), error=None)
+
+
+@login_router.post("/login", response_class=HTMLResponse)
+async def login(
+    request: Request,
+    key: Annotated[str, Form(max_length=512)],
+    next: Annotated[str, Form(max_length=2048)] = UI_PATH,
+) -> Response:
+    try:
+        await check_key(request, key)
+    except HindsightError as failure:
+        return _page(
+            request, "login.html", 401, next=_safe_next(next), error=str(failure) or "refused"
+        )
+    response = RedirectResponse(_safe_next(next), status_code=303)
+    response.set_cookie(
+        COOKIE,
+        key.strip(),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path=UI_PATH,
+    )
+    return response
+
+
+@login_router.post("/logout")
+async def logout() -> Response:
+    response = RedirectResponse(f"{UI_PATH}/login", status_code=303)
+    response.delete_cookie(COOKIE, path=UI_PATH)
+    return response
