@@ -110,7 +110,7 @@ async def ensure_topics(
             await _check_partitions(admin, existing, counts)
             await _apply_configs(admin, {name: configs[name] for name in existing})
         await _wait_for_leaders(admin, list(specs))
-    await _wait_for_offsets(bootstrap, list(specs), partitions, security)
+    await _wait_for_offsets(bootstrap, counts, security)
 
 
 async def _check_partitions(
@@ -160,7 +160,7 @@ async def _wait_for_leaders(admin: AIOKafkaAdminClient, names: list[str]) -> Non
 
 
 async def _wait_for_offsets(
-    bootstrap: str, names: list[str], partitions: int, security: KafkaSecurity | None
+    bootstrap: str, counts: dict[str, int], security: KafkaSecurity | None
 ) -> None:
     """Return once every partition's leader answers an offsets request.
 
@@ -178,11 +178,11 @@ async def _wait_for_offsets(
     await consumer.start()
     try:
         await consumer.beginning_offsets(
-            [TopicPartition(name, partition) for name in names for partition in range(partitions)]
+            [TopicPartition(name, p) for name, count in counts.items() for p in range(count)]
         )
     except KafkaTimeoutError as error:
         raise TopicAdminError(
-            f"topics {', '.join(sorted(names))}: partition leaders did not answer offset requests "
+            f"topics {', '.join(sorted(counts))}: partition leaders did not answer offset requests "
             f"within {LEADER_WAIT_S:.0f}s"
         ) from error
     finally:
