@@ -90,7 +90,7 @@ async def test_the_recall_playground_shows_explanations(
     page = watched.page
     await page.goto(f"{dashboard.url}/ui/ns/{namespace}/recall")
     await page.fill("input[name=q]", "Which port does the staging database use?")
-    await page.click("button[type=submit]")
+    await page.click("form.recall-form button[type=submit]")
     result = page.locator("#results li.result").first
     await expect(result).to_contain_text("PostgreSQL 16")
     explanation = result.locator("table.explanation")
