@@ -15,9 +15,10 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import for_code
+from aiokafka.errors import KafkaTimeoutError, for_code
 
 from pipeline.runtime.kafka import client_kwargs
 from pipeline.runtime.settings import KafkaSecurity
@@ -109,6 +110,7 @@ async def ensure_topics(
             await _check_partitions(admin, existing, counts)
             await _apply_configs(admin, {name: configs[name] for name in existing})
         await _wait_for_leaders(admin, list(specs))
+    await _wait_for_offsets(bootstrap, counts, security)
 
 
 async def _check_partitions(
@@ -155,6 +157,36 @@ async def _wait_for_leaders(admin: AIOKafkaAdminClient, names: list[str]) -> Non
                 f"{LEADER_WAIT_S:.0f}s"
             )
         await asyncio.sleep(0.2)
+
+
+async def _wait_for_offsets(
+    bootstrap: str, counts: dict[str, int], security: KafkaSecurity | None
+) -> None:
+    """Return once every partition's leader answers an offsets request.
+
+    Metadata can name a leader a moment before that broker serves the partition; a consumer that
+    seeks then logs ``NotLeaderForPartitionError`` at ERROR while it retries. ``beginning_offsets``
+    retries the same request quietly, so asking it first keeps a fresh start free of that noise.
+    """
+    consumer = AIOKafkaConsumer(
+        **client_kwargs(security),
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        request_timeout_ms=int(LEADER_WAIT_S * 1000),
+    )
+    await consumer.start()
+    try:
+        await consumer.beginning_offsets(
+            [TopicPartition(name, p) for name, count in counts.items() for p in range(count)]
+        )
+    except KafkaTimeoutError as error:
+        raise TopicAdminError(
+            f"topics {', '.join(sorted(counts))}: partition leaders did not answer offset requests "
+            f"within {LEADER_WAIT_S:.0f}s"
+        ) from error
+    finally:
+        await consumer.stop()
 
 
 def _has_leaders(topic: dict[str, Any]) -> bool:

@@ -34,6 +34,7 @@ from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepare
 from pipeline.ingest.sink import apply_to_view, collection_for
 from pipeline.models.encoders import Encoder, encoder_dimension, encoder_id, load_encoder
 from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.progress import ProgressWriter, progress_path
 from pipeline.runtime.settings import Settings
 from pipeline.views.milvus import MilvusView
 from pipeline.views.state_topic import (
@@ -66,15 +67,6 @@ async def read_partition(
 
 def _after(event_time: datetime | None, until: datetime | None) -> bool:
     return until is not None and event_time is not None and event_time > until
-
-
-def _write_progress(path: Path | None, payload: dict[str, Any]) -> None:
-    """The dashboard's replay progress (``<data_dir>/replay-progress.json``), written atomically."""
-    if path is None:
-        return
-    temporary = path.with_suffix(".tmp")
-    temporary.write_bytes(orjson.dumps(payload))
-    temporary.replace(path)
 
 
 async def reindex_into_prepared(
@@ -207,13 +199,61 @@ async def run_replay(
     re_extract: bool = False,
     milvus: bool = True,
 ) -> dict[str, Any]:
-    """Rebuild into ``into`` (Milvus Lite file + snapshot) and a fresh state-topic prefix."""
+    """Rebuild into ``into`` (Milvus Lite file + snapshot) and a fresh state-topic prefix.
+
+    Progress goes to ``<data_dir>/replay-progress.json`` (pipeline/runtime/progress.py), which
+    the dashboard's operations page shows; a failure is recorded there before it propagates.
+    """
     if not settings.bootstrap:
         raise HindsightError("replay needs a running Kafka (settings.bootstrap)")
+    prefix = (
+        target_prefix
+        if target_prefix is not None
+        else f"replay-{int(time.time())}.{settings.topic_prefix}"
+    )
+    tracker = ProgressWriter(
+        progress_path(settings.data_dir),
+        run_id=prefix.rstrip("."),
+        target_prefix=prefix,
+        into=into.resolve(),
+        reindex=reindex or reindex_with is not None or re_extract,
+        until=until,
+    )
+    try:
+        return await _replay(
+            settings,
+            into,
+            tracker,
+            prefix,
+            reindex_with=reindex_with,
+            reindex=reindex,
+            until=until,
+            progress=progress,
+            re_extract=re_extract,
+            milvus=milvus,
+        )
+    except BaseException as error:
+        tracker.fail(error)
+        raise
+
+
+async def _replay(
+    settings: Settings,
+    into: Path,
+    tracker: ProgressWriter,
+    prefix: str,
+    *,
+    reindex_with: Encoder | None,
+    reindex: bool,
+    until: datetime | None,
+    progress: bool,
+    re_extract: bool,
+    milvus: bool,
+) -> dict[str, Any]:
+    assert settings.bootstrap
     into = into.resolve()
     into.mkdir(parents=True, exist_ok=True)
     bootstrap = settings.bootstrap
-    progress_file = Path(settings.data_dir) / "replay-progress.json"
     reindex_summary: dict[str, Any] | None = None
     source_topic = topic_names(settings.topic_prefix)["prepared"]
     dimension = encoder_dimension(settings.encoder)
@@ -223,14 +263,10 @@ async def run_replay(
             loop = asyncio.get_running_loop()
             encoder = await loop.run_in_executor(None, load_encoder, settings.encoder)
         dimension = encoder.dimension
+        tracker.phase("reindex")
         source_topic, reindex_summary = await reindex_into_prepared(
             settings, encoder, re_extract=re_extract, progress=progress
         )
-    prefix = (
-        target_prefix
-        if target_prefix is not None
-        else f"replay-{int(time.time())}.{settings.topic_prefix}"
-    )
     target = replace(settings, topic_prefix=prefix)
     await ensure_topics(
         bootstrap, prefix, settings.partitions, settings.replication_factor, settings.kafka
@@ -257,6 +293,7 @@ async def run_replay(
         beginnings = await consumer.beginning_offsets(tps)
         ends = await consumer.end_offsets(tps)
         total = sum(ends[tp] - beginnings[tp] for tp in tps)
+        tracker.phase("consolidate", total)
         with (
             snapshot.open("wb") as out,
             tqdm(total=total, unit="event", desc="replay", disable=not progress) as bar,
@@ -279,16 +316,7 @@ async def run_replay(
                     counts.update(output.counts)
                     done += len(chunk)
                     bar.update(len(chunk))
-                    _write_progress(
-                        progress_file,
-                        {
-                            "phase": "consolidate",
-                            "target_prefix": prefix,
-                            "events_done": done,
-                            "events_total": total,
-                            "seconds": round(time.perf_counter() - started, 3),
-                        },
-                    )
+                    tracker.advance(done, total)
                 for bank in sorted(tables.banks.values(), key=lambda b: b.namespace):
                     for record in sorted(bank.records.values(), key=lambda r: r.id):
                         out.write(
@@ -304,15 +332,13 @@ async def run_replay(
     sink_seconds = 0.0
     milvus_path = into / "milvus.db"
     if milvus:
+        tracker.phase("sink", done)
         sink_started = time.perf_counter()
         await _fill_milvus(
             settings, out_topics.state, milvus_path, collection_for(prefix), dimension
         )
         sink_seconds = time.perf_counter() - sink_started
-    _write_progress(
-        progress_file,
-        {"phase": "done", "target_prefix": prefix, "events_done": done, "events_total": done},
-    )
+    tracker.finish(done)
     return {
         "events": done,
         "seconds": round(consolidate_seconds, 3),

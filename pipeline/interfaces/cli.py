@@ -84,6 +84,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.bootstrap:
         raise HindsightError("worker: --bootstrap HOST:PORT is required (or HINDSIGHT_BOOTSTRAP)")
+    if args.metrics_host:
+        settings = settings.with_overrides(metrics_host=args.metrics_host)
+    port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
+    if port:
+        from pipeline.runtime.metrics import serve_metrics
+
+        served = serve_metrics(settings.metrics_host, port)
+        print(f"worker metrics on http://{settings.metrics_host}:{served.port}/metrics", flush=True)
     run_worker(settings, parse_stages(args.stages), loglevel=args.loglevel)
     return 0
 
@@ -342,6 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--app-id")
     p.add_argument("--encoder")
     p.add_argument("--loglevel", default="info")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus /metrics on this port (default HINDSIGHT_METRICS_PORT; 0: off)",
+    )
+    p.add_argument("--metrics-host", help="address for /metrics (default 127.0.0.1)")
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("api", help="serve the HTTP API against a running stack")
@@ -475,6 +489,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from pipeline.runtime.quiet import quiet_known_transients
+
+    quiet_known_transients()
     try:
         return int(args.func(args) or 0)
     except HindsightError as error:

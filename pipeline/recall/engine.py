@@ -340,6 +340,7 @@ class RecallEngine:
             score=round(candidate.score, 6),
             relevance=round(candidate.relevance, 6),
             freshness=round(candidate.freshness, 6),
+            fused=round(candidate.fused.rrf, 6),
             explanation={
                 path: PathEvidence(rank=hit.rank, score=round(hit.score, 6))
                 for path, hit in candidate.fused.paths.items()

@@ -609,3 +609,8 @@ class HotIndex:
     def namespaces(self) -> list[str]:
         with self.lock:
             return sorted(name for name, view in self._views.items() if view.size)
+
+    def namespace_sizes(self) -> dict[str, int]:
+        """Memories per namespace (every status), for the metrics and the dashboard."""
+        with self.lock:
+            return {name: len(view.records) for name, view in self._views.items() if view.records}

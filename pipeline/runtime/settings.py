@@ -169,6 +169,12 @@ class Settings:
     consolidate_max_batch: int = 500  # prepared events per transaction and partition
     api_host: str = "127.0.0.1"
     api_port: int = 8765
+    # Worker processes serve /metrics here (0: off); the API serves it on its own port.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 0
+    # /readyz fails when the recall view is more than this many messages behind an input
+    # partition's end.
+    ready_max_lag: int = 1_000
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = None
@@ -203,6 +209,7 @@ class Settings:
             ("HINDSIGHT_APP_ID", "app_id"),
             ("HINDSIGHT_ENCODER", "encoder"),
             ("HINDSIGHT_API_HOST", "api_host"),
+            ("HINDSIGHT_METRICS_HOST", "metrics_host"),
             ("HINDSIGHT_LLM_BASE_URL", "llm_base_url"),
             ("HINDSIGHT_LLM_MODEL", "llm_model"),
             ("HINDSIGHT_LLM_API_KEY", "llm_api_key"),
@@ -215,6 +222,8 @@ class Settings:
             ("HINDSIGHT_REPLICATION_FACTOR", "replication_factor"),
             ("HINDSIGHT_BATCH_SIZE", "batch_size"),
             ("HINDSIGHT_API_PORT", "api_port"),
+            ("HINDSIGHT_METRICS_PORT", "metrics_port"),
+            ("HINDSIGHT_READY_MAX_LAG", "ready_max_lag"),
         ):
             if key in source:
                 changes[attr] = _parse_int(key, source[key])

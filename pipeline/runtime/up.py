@@ -179,6 +179,7 @@ async def run_up(
     check_exposure(settings.api_host, settings.auth)
     try:
         async with contextlib.AsyncExitStack() as stack:
+            print("starting Kafka, the pipeline stages and the API…", flush=True)
             live = await stack.enter_async_context(running_stack(settings))
             stack_file = Path(live.data_dir) / STACK_FILE
             info: dict[str, Any] = {
@@ -206,6 +207,7 @@ async def run_up(
                     )
                 )
                 info["api"] = api_server.url
+                info["dashboard"] = f"{api_server.url}/ui"
             if mcp_http:
                 from pipeline.interfaces.mcp import MCP_PATH, create_mcp_server
 
@@ -230,6 +232,7 @@ async def run_up(
             print(f"  Milvus     {live.milvus_path}")
             if "api" in info:
                 print(f"  HTTP API   {info['api']}  (docs {info['api']}/docs)")
+                print(f"  dashboard  {info['dashboard']}   metrics {info['api']}/metrics")
             if "mcp" in info:
                 print(f"  MCP        {info['mcp']}  (streamable HTTP)")
             print(f"  ticks      every {interval:g}s for namespaces with new turns")

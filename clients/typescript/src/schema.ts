@@ -11,8 +11,42 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Healthz */
+        /** Alive: the process runs and the broker answers */
         get: operations["healthz_healthz_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Ready: the recall view follows the state topic and is caught up */
+        get: operations["readyz_readyz_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Prometheus metrics of this process (an admin key when auth is on) */
+        get: operations["prometheus_metrics_metrics_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -207,9 +241,9 @@ export interface components {
         Health: {
             /**
              * Status
-             * @constant
+             * @enum {string}
              */
-            status: "ok";
+            status: "ok" | "unavailable";
             /**
              * Watermarks
              * @description How many input partitions the views report.
@@ -225,6 +259,17 @@ export interface components {
              * @description Shown to an admin key only.
              */
             topic_prefix?: string | null;
+            /**
+             * Brokers
+             * @description Brokers the cluster metadata lists.
+             * @default 0
+             */
+            brokers: number;
+            /**
+             * Error
+             * @description Why the broker is unavailable.
+             */
+            error?: string | null;
         };
         /**
          * HistoryEntry
@@ -355,6 +400,25 @@ export interface components {
             /** Score */
             score: number;
         };
+        /** Ready */
+        Ready: {
+            /** Ready */
+            ready: boolean;
+            /**
+             * Reasons
+             * @description Why not ready (shown to an admin key only).
+             */
+            reasons?: string[];
+            /**
+             * View Lag
+             * @description Input messages not yet in the recall view, per topic:partition (admin only).
+             */
+            view_lag?: {
+                [key: string]: number;
+            };
+            /** Max Lag */
+            max_lag: number;
+        };
         /** RecallIn */
         RecallIn: {
             /** Query */
@@ -414,6 +478,41 @@ export interface components {
             /** Context */
             context: string;
             signal?: components["schemas"]["Receipt"] | null;
+            /** @description How the recall was routed and how many candidates it scored. */
+            trace?: components["schemas"]["RecallTrace"] | null;
+        };
+        /**
+         * RecallTrace
+         * @description How a recall was decided (for debugging, benchmarks and the HTTP ``explain`` option).
+         */
+        RecallTrace: {
+            /**
+             * Route
+             * @enum {string}
+             */
+            route: "episodic" | "semantic" | "procedural";
+            /** Route Confidence */
+            route_confidence: number;
+            /** Route Reason */
+            route_reason: string;
+            /** Regions */
+            regions: ("episodic" | "semantic" | "procedural")[];
+            /** Fallback Used */
+            fallback_used: boolean;
+            /** Window Start */
+            window_start?: string | null;
+            /** Window End */
+            window_end?: string | null;
+            /**
+             * Window Label
+             * @default
+             */
+            window_label: string;
+            /**
+             * Candidates
+             * @default 0
+             */
+            candidates: number;
         };
         /** RecalledMemory */
         RecalledMemory: {
@@ -458,6 +557,11 @@ export interface components {
             relevance: number;
             /** Freshness */
             freshness: number;
+            /**
+             * Fused
+             * @default 0
+             */
+            fused: number;
             /** Explanation */
             explanation?: {
                 [key: string]: components["schemas"]["PathEvidence"];
@@ -638,6 +742,109 @@ export interface operations {
             };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description broker unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    readyz_readyz_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ready"];
+                };
+            };
+            /** @description Invalid input; `field` names it. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not ready; reasons say why */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ready"];
+                };
+            };
+        };
+    };
+    prometheus_metrics_metrics_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` names it. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
