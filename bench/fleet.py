@@ -19,6 +19,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from pipeline.ingest.replay import run_replay
+from pipeline.runtime.kafka import stop_consumer
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stack import WorkerProcess
 from pipeline.views.state_topic import partition_ids, read_state_partition
@@ -70,7 +71,7 @@ async def input_ends(settings: Settings) -> dict[int, int]:
         ]
         ends = await consumer.end_offsets(tps)
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
     return {tp.partition: end for tp, end in ends.items()}
 
 

@@ -41,6 +41,7 @@ from bench.fleet import (
 )
 from bench.ingest import load_turns
 from pipeline.interfaces.client import Hindsight
+from pipeline.runtime.kafka import stop_consumer
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import read_stats
 from pipeline.views.state_topic import partition_ids, read_state_partition
@@ -64,7 +65,7 @@ async def prepared_progress(settings: Settings) -> dict[int, int]:
         ]
         ends = await consumer.end_offsets(tps)
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
     return {tp.partition: end for tp, end in ends.items()}
 
 
@@ -117,7 +118,7 @@ async def missing_prepared(settings: Settings) -> int:
                         continue
                     seen.setdefault(source.partition, set()).add(source.offset)
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
     return sum(len(set(range(end)) - seen.get(p, set())) for p, end in ends.items())
 
 

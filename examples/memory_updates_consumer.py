@@ -22,7 +22,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import partition_for, partition_ids
 from schemas.memory import MemoryChanged
@@ -130,7 +130,7 @@ async def follow(args: argparse.Namespace) -> int:
     finally:
         if forward is not None:
             await forward.aclose()
-        await consumer.stop()
+        await stop_consumer(consumer)
     return 0
 
 

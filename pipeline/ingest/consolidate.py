@@ -43,7 +43,7 @@ from pipeline.memory.decisions import (
     decide_signal,
     decide_turn,
 )
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import MemoryPolicy, Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.state_topic import (
@@ -349,7 +349,7 @@ class ConsolidateStage(Service):
 
     async def on_stop(self) -> None:
         if self._consumer is not None:
-            await self._consumer.stop()  # revokes: the batch in flight commits first
+            await stop_consumer(self._consumer)  # revokes: the batch in flight commits first
         await self.revoke(set(self._owned))
         self.stats.write(self.settings.data_dir)
 

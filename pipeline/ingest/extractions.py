@@ -26,7 +26,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pipeline.ingest.prepare import InputMessage, decode_input, rules_analysis
 from pipeline.memory.rules.llm_extraction import supersedes
 from pipeline.models.llm import Extractor, OpenAICompatibleExtractor, extract_turn
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import KafkaSecurity, Settings
 from pipeline.views.state_topic import partition_ids
 from schemas.codec import decode_event, encode
@@ -105,7 +105,7 @@ class RecordedExtractions:
 
     async def stop(self) -> None:
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_consumer(self._consumer)
             self._consumer = None
         if self._extractor is not None:
             await self._extractor.aclose()

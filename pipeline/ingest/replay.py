@@ -33,7 +33,7 @@ from pipeline.ingest.consolidate import PartitionTables, PreparedMessage, topics
 from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared
 from pipeline.ingest.sink import apply_to_view, collection_for
 from pipeline.models.encoders import Encoder, encoder_dimension, encoder_id, load_encoder
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.progress import ProgressWriter, progress_path
 from pipeline.runtime.settings import Settings
 from pipeline.views.milvus import MilvusView
@@ -140,7 +140,7 @@ async def reindex_into_prepared(
                         counts["events"] += len(messages)
                         bar.update(len(messages))
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
         await recorded.stop()
         await producer.stop()
     elapsed = time.perf_counter() - started
@@ -183,7 +183,7 @@ async def _prepared_positions(bootstrap: str, topic: str, settings: Settings) ->
                     positions.get(prepared.source.partition, 0), prepared.source.offset + 1
                 )
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
     return positions
 
 
@@ -325,7 +325,7 @@ async def _replay(
                         memories += 1
                         active += record.status == "active"
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
         for producer in producers:
             await producer.stop()
     consolidate_seconds = time.perf_counter() - started
@@ -394,5 +394,5 @@ async def _fill_milvus(
                 await loop.run_in_executor(None, apply_to_view, view, messages)
         await loop.run_in_executor(None, view.flush)
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
         view.close()

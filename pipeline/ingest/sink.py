@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import ConsumerStoppedError
 from mode import Service
 
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.milvus import DEFAULT_COLLECTION, MilvusView
@@ -142,7 +142,7 @@ class SinkStage(Service):
         async with self._batch:  # the batch in flight is written and committed first
             self.stats.write(self.settings.data_dir)
             if self._consumer is not None:
-                await self._consumer.stop()
+                await stop_consumer(self._consumer)
         if self._view is not None:
             view, self._view = self._view, None
             await asyncio.get_running_loop().run_in_executor(None, view.flush)

@@ -48,7 +48,7 @@ from pydantic import ConfigDict, Field
 
 from pipeline.interfaces.client import Hindsight, Receipt
 from pipeline.recall.types import RecalledMemory
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import partition_for, partition_ids
 from schemas.codec import decode_event
@@ -247,7 +247,7 @@ async def read_session_turns(
                 ):
                     turns.append(event)
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
     return turns, end - 1
 
 

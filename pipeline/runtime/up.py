@@ -40,7 +40,7 @@ from pipeline.interfaces.client import Hindsight
 from pipeline.interfaces.http import create_api
 from pipeline.interfaces.serving import serving
 from pipeline.models.encoders import load_encoder
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stack import running_stack
 from pipeline.security.management import ensure_admin_key, write_private
@@ -131,7 +131,7 @@ class Ticker:
                     next_tick = loop.time() + self._interval
                     await self._tick(datetime.now(UTC))
         finally:
-            await consumer.stop()
+            await stop_consumer(consumer)
 
     def _observe(self, value: bytes | None) -> None:
         try:

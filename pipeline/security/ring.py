@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import KafkaSecurity, Settings
 from pipeline.security.hashing import VerifiedCache, verify_secret
 from pipeline.security.keys import (
@@ -229,7 +229,7 @@ class KeyRingFollower:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_consumer(self._consumer)
 
 
 @contextlib.asynccontextmanager

@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import KafkaSecurity
 from schemas.errors import HindsightError
 
@@ -110,7 +110,7 @@ class LogReader:
     async def stop(self) -> None:
         for consumer in (self._consumer, self._offsets):
             if consumer is not None:
-                await consumer.stop()
+                await stop_consumer(consumer)
         if self._admin is not None:
             await self._admin.close()
 

@@ -26,7 +26,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.partitioner import DefaultPartitioner
 
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import KafkaSecurity
 from schemas.errors import HindsightError, WatermarkTimeout
 from schemas.memory import BankCounters, MemoryRecord, Watermark
@@ -233,7 +233,7 @@ async def read_state_partition(
         ends = await read_until_end(consumer, [tp], fold, timeout_s)
         state.end_offset = ends[tp]
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
     return state
 
 
@@ -370,4 +370,4 @@ class StateFollower:
             with contextlib.suppress(BaseException):
                 await self._task
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_consumer(self._consumer)

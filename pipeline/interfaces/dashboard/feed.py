@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from pipeline.interfaces.dashboard.views import decode_change
-from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import KafkaSecurity
 from pipeline.views.log_reader import LogReader
 from schemas.memory import MemoryChanged
@@ -75,7 +75,7 @@ class ChangeFeedHub:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_consumer(self._consumer)
 
     async def _follow(self) -> None:
         assert self._consumer is not None
