@@ -44,6 +44,7 @@ from pipeline.memory.decisions import (
     decide_turn,
 )
 from pipeline.runtime.kafka import client_kwargs, stop_consumer
+from pipeline.runtime.metrics import dead_letter_reason, metrics
 from pipeline.runtime.settings import MemoryPolicy, Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.state_topic import (
@@ -385,6 +386,7 @@ class ConsolidateStage(Service):
                 None, owned.tables.apply_all, batch
             )
         consumed = {tp: output.last_prepared_offset + 1}
+        started = time.perf_counter()
         try:
             with self.stats.timed("commit"):
                 await commit_output(
@@ -399,10 +401,29 @@ class ConsolidateStage(Service):
             log.exception("partition %d: commit failed; restoring it from the log", tp.partition)
             await self._reset(tp, owned)
             return
+        self._observe(tp, output, len(batch), time.perf_counter() - started)
         self.stats.counts.update(output.counts)
         self.stats.counts["events"] += len(batch)
         self.stats.counts["transactions"] += 1
         self.last_progress[tp.partition] = time.monotonic()
+
+    def _observe(
+        self, tp: TopicPartition, output: PartitionOutput, events: int, seconds: float
+    ) -> None:
+        """Prometheus series of the stage (operations only; nothing decides on them)."""
+        series = metrics()
+        series.events_in.labels(STAGE, "EventPrepared").inc(events)
+        series.events_out.labels(STAGE, "memory_state").inc(len(output.writes))
+        series.events_out.labels(STAGE, "memory_updates").inc(len(output.updates))
+        for letter in output.dead_letters:
+            reason = dead_letter_reason(letter.stage, letter.field)
+            series.dead_letters.labels(STAGE, reason).inc()
+        series.batch_seconds.labels(STAGE).observe(seconds)
+        if self._consumer is not None:
+            end = self._consumer.highwater(tp)
+            if end is not None:
+                lag = max(0, end - output.last_prepared_offset - 1)
+                series.consumer_lag.labels(self.group_id, tp.topic, str(tp.partition)).set(lag)
 
     async def _reset(self, tp: TopicPartition, owned: _Owned) -> None:
         """After an aborted transaction the in-memory tables are ahead: rebuild them."""

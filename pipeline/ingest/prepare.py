@@ -33,6 +33,7 @@ from pipeline.memory.rules.extraction import extract_entities, extract_triplet
 from pipeline.memory.rules.llm_extraction import apply_extraction
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
 from pipeline.runtime.kafka import faust_credentials
+from pipeline.runtime.metrics import dead_letter_reason, metrics
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.state_topic import make_producer
@@ -245,6 +246,19 @@ async def publish_prepared(
         await asyncio.gather(*futures)
 
 
+def observe_batch(batch: PreparedBatch, encoder_name: str, seconds: float) -> None:
+    """Prometheus series of the stage (operations only; nothing decides on them)."""
+    series = metrics()
+    for event_type in ("TurnRecorded", "CommandIssued", "MemoriesRecalled"):
+        if batch.counts[event_type]:
+            series.events_in.labels("prepare", event_type).inc(batch.counts[event_type])
+    series.events_out.labels("prepare", "prepared").inc(len(batch.prepared))
+    for letter in batch.dead_letters:
+        series.dead_letters.labels("prepare", dead_letter_reason(letter.stage, letter.field)).inc()
+    series.encode_seconds.labels(encoder_name).observe(batch.encode_seconds)
+    series.batch_seconds.labels("prepare").observe(seconds)
+
+
 def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
     """The ``prepare`` stage as a Faust app (built by a factory, never at import time)."""
     if not settings.bootstrap:
@@ -333,12 +347,14 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                 # Looked up, or asked and recorded (acks=all) before use (I2).
                 with stats.timed("extractions"):
                     extractions = await state["extractions"].for_batch(messages)
+            started = time.perf_counter()
             with stats.timed("prepare"):
                 batch = await loop.run_in_executor(
                     None, prepare_batch, messages, state["encoder"], extractions
                 )
             with stats.timed("publish"):
                 await publish_prepared(state["producer"], settings, batch, names["prepared"])
+            observe_batch(batch, encoder_id(state["encoder"]), time.perf_counter() - started)
             stats.seconds["encode"] += batch.encode_seconds
             stats.counts.update(batch.counts)
             stats.counts["events"] += len(messages)

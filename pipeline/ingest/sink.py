@@ -21,6 +21,7 @@ from aiokafka.errors import ConsumerStoppedError
 from mode import Service
 
 from pipeline.runtime.kafka import client_kwargs, stop_consumer
+from pipeline.runtime.metrics import metrics
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.milvus import DEFAULT_COLLECTION, MilvusView
@@ -166,8 +167,11 @@ class SinkStage(Service):
                 if self.should_stop:
                     return  # not committed: the next sink reads these again
                 if messages:
+                    started = time.perf_counter()
                     with self.stats.timed("view"):
                         count = await loop.run_in_executor(None, apply_to_view, view, messages)
+                    metrics().events_in.labels(STAGE, "MemoryRecord").inc(count)
+                    metrics().batch_seconds.labels(STAGE).observe(time.perf_counter() - started)
                     await consumer.commit()  # after the view has them: at-least-once, idempotent
                     self.stats.counts["state_messages"] += count
                     self._dirty = True
