@@ -136,7 +136,9 @@ async def run_replay(
     if encoder is not None:
         enc = encoder
     else:
-        enc = await loop.run_in_executor(None, load_encoder, settings.encoder)
+        enc = await loop.run_in_executor(
+            None, load_encoder, settings.encoder, settings.encoder_threads
+        )
     view = MilvusView(str(into / "milvus.db"), enc.dimension)
     await loop.run_in_executor(None, view.ensure)
     prefix = (

@@ -161,7 +161,9 @@ def create_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
         if encoder is not None:
             enc = encoder
         else:
-            enc = await loop.run_in_executor(None, load_encoder, settings.encoder)
+            enc = await loop.run_in_executor(
+                None, load_encoder, settings.encoder, settings.encoder_threads
+            )
         view = MilvusView(settings.milvus_path, enc.dimension)
         await loop.run_in_executor(None, view.ensure)
         applied_raw = await loop.run_in_executor(None, view.watermarks)

@@ -235,7 +235,9 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
             yield
             return
         loop = asyncio.get_running_loop()
-        encoder = await loop.run_in_executor(None, load_encoder, settings.encoder)
+        encoder = await loop.run_in_executor(
+            None, load_encoder, settings.encoder, settings.encoder_threads
+        )
         async with Hindsight.connect(settings, encoder=encoder) as connected:
             app.state.hindsight = connected
             yield

@@ -166,7 +166,9 @@ async def run_up(
         async with contextlib.AsyncExitStack() as stack:
             live = await stack.enter_async_context(running_stack(settings))
             stack_file = Path(live.data_dir) / STACK_FILE
-            encoder = await loop.run_in_executor(None, load_encoder, live.encoder)
+            encoder = await loop.run_in_executor(
+                None, load_encoder, live.encoder, live.encoder_threads
+            )
             client = await stack.enter_async_context(Hindsight.connect(live, encoder=encoder))
             info: dict[str, Any] = {
                 "bootstrap": live.bootstrap,
