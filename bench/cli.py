@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "ingest": "bench.ingest",
     "recall-latency": "bench.recall_latency",
     "locomo": "bench.locomo.runner",
+    "encoders": "bench.encoders",
 }
 
 
