@@ -46,6 +46,10 @@ from schemas.errors import HindsightError
 Vectors = npt.NDArray[np.float32]
 
 DEFAULT_BATCH_SIZE = 64
+# Padded tokens per ONNX batch. Measured on LoCoMo dev turns (docs/BENCHMARKS.md "Encoders"):
+# unbounded 64-row batches peaked at 678 MB RSS, 2048 tokens at 391 MB, 1024 at 284 MB, and the
+# smaller tensors were faster too (they stay in cache).
+DEFAULT_MAX_BATCH_TOKENS = 1024
 
 
 class EncoderUnavailable(HindsightError):
@@ -111,12 +115,32 @@ def default_threads(cpu_count: int | None = None) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length (longest first), so padding is small."""
+def length_batches(
+    lengths: Sequence[int], batch_size: int, max_tokens: int | None = None
+) -> list[list[int]]:
+    """Indices grouped into batches of similar length (longest first), so padding is small.
+
+    A batch holds at most ``batch_size`` rows and, padded, at most ``max_tokens`` tokens (at least
+    one row): long texts go in smaller batches, which bounds the runtime's scratch memory.
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens: expected >= 1, got {max_tokens}")
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    batches: list[list[int]] = []
+    for index in order:
+        current = batches[-1] if batches else None
+        if (
+            current is None
+            or len(current) >= batch_size
+            # rows are longest first, so the batch pads to its first row's length
+            or (max_tokens is not None and (len(current) + 1) * lengths[current[0]] > max_tokens)
+        ):
+            batches.append([index])
+        else:
+            current.append(index)
+    return batches
 
 
 def pad_ids(rows: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -208,6 +232,7 @@ class OnnxSentenceEncoder:
         root: Path | None = None,
         threads: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
@@ -226,6 +251,7 @@ class OnnxSentenceEncoder:
         self.id = encoder_id(choice, str(manifest["fingerprint"]))
         self.threads = threads if threads is not None else default_threads()
         self._batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
         self._tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
         # The packaged tokenizer.json pads and truncates to a fixed 128; sentence-transformers
         # truncates at max_seq_length (256) and pads to the longest row. Padding is ours.
@@ -256,7 +282,8 @@ class OnnxSentenceEncoder:
             return self._run([self._tokenizer.encode(texts[0]).ids])
         rows = [e.ids for e in self._tokenizer.encode_batch(texts)]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for batch in length_batches([len(r) for r in rows], self._batch_size):
+        lengths = [len(r) for r in rows]
+        for batch in length_batches(lengths, self._batch_size, self.max_batch_tokens):
             out[batch] = self._run([rows[i] for i in batch])
         return out
 

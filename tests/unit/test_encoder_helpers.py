@@ -96,3 +96,16 @@ def test_mean_pooling_ignores_padding_and_normalises() -> None:
 def test_mean_pooling_of_an_all_zero_row_stays_finite() -> None:
     vectors = mean_pool_normalise(np.zeros((1, 2, 3), dtype=np.float32), np.zeros((1, 2)))
     assert np.isfinite(vectors).all()
+
+
+def test_length_batches_keep_padded_tokens_under_the_budget() -> None:
+    lengths = [256, 250, 200, 30, 30, 30, 30, 10]
+    batches = length_batches(lengths, batch_size=64, max_tokens=512)
+    for batch in batches:
+        assert len(batch) * max(lengths[i] for i in batch) <= 512
+    assert batches[0] == [0, 1]  # two 256-token rows fill the budget
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    # a single row longer than the budget still gets a batch of its own
+    assert length_batches([900, 5], batch_size=8, max_tokens=512) == [[0], [1]]
+    with pytest.raises(ValueError, match="max_tokens"):
+        length_batches([1], 4, max_tokens=0)
