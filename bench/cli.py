@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "recall-latency": "bench.recall_latency",
     "locomo": "bench.locomo.runner",
     "encoders": "bench.encoders",
+    "crosslingual": "bench.crosslingual",
 }
 
 
