@@ -111,10 +111,39 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
     return manifest
 
 
+# Needed to run an export; the others only to build one.
+RUNTIME_LIBRARIES = ("onnxruntime",)
+
+
+def _built_elsewhere(key: ExportKey, root: Path) -> tuple[Path, dict[str, Any]] | None:
+    """With the exporting libraries not installed (a torch-free run time), accept an export of the
+    same weights made for the installed runtime: it was built, and self-checked, where they were."""
+    for directory in sorted(root.glob(f"{key.model}-*")):
+        manifest = read_manifest(directory)
+        if (
+            manifest is not None
+            and manifest.get("weights_sha256") == key.weights_sha256
+            and manifest.get("recipe") == key.recipe
+            and all(
+                manifest.get("versions", {}).get(name) == key.versions.get(name)
+                for name in RUNTIME_LIBRARIES
+            )
+        ):
+            return directory, manifest
+    return None
+
+
 def find_export(key: ExportKey, root: Path) -> tuple[Path, dict[str, Any]]:
     """The artefact directory for this key, or a clear error saying how to build it."""
     directory = key.directory(root)
     manifest = read_manifest(directory)
+    exporters_absent = any(
+        name not in RUNTIME_LIBRARIES for name in key.missing_libraries()
+    )
+    if manifest is None and exporters_absent and key.versions.get("onnxruntime") != "absent":
+        found = _built_elsewhere(key, root)
+        if found is not None:
+            return found
     if manifest is None:
         missing = key.missing_libraries()
         why = f" ({', '.join(missing)} not installed)" if missing else ""

@@ -126,3 +126,28 @@ def test_stale_exports_of_the_same_model_are_pruned(tmp_path: Path) -> None:
     removed = export.prune_stale(MINILM, keep, tmp_path)
     assert removed == [tmp_path / "all-MiniLM-L6-v2-old"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["all-MiniLM-L6-v2-new", "other-model-1"]
+
+
+def test_a_torch_free_run_time_uses_an_export_of_the_same_weights(tmp_path: Path) -> None:
+    built = ExportKey("m", "aa", {"torch": "2.15.0", "onnxruntime": "1.32.0"})
+    directory = built.directory(tmp_path)
+    directory.mkdir()
+    manifest = {
+        "weights_sha256": "aa",
+        "recipe": built.recipe,
+        "versions": dict(built.versions),
+        "files": {},
+    }
+    (directory / MANIFEST).write_bytes(orjson.dumps(manifest))
+    without_torch = ExportKey("m", "aa", {"torch": "absent", "onnxruntime": "1.32.0"})
+    assert find_export(without_torch, tmp_path) == (directory, manifest)
+    # other weights, or another runtime version, are not the same artefact
+    for other in (
+        ExportKey("m", "ab", {"torch": "absent", "onnxruntime": "1.32.0"}),
+        ExportKey("m", "aa", {"torch": "absent", "onnxruntime": "1.33.0"}),
+    ):
+        with pytest.raises(ModelArtefactMissing):
+            find_export(other, tmp_path)
+    # with torch installed, only the exact fingerprint counts (a new torch means a new export)
+    with pytest.raises(ModelArtefactMissing):
+        find_export(ExportKey("m", "aa", {"torch": "2.16.0", "onnxruntime": "1.32.0"}), tmp_path)
