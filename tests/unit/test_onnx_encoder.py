@@ -144,3 +144,20 @@ def test_the_onnx_backend_never_imports_torch(exported: Path) -> None:
         encoder_line, imported = done.stdout.strip().splitlines()[-2:]
         assert "/onnx-" in encoder_line
         assert imported == "imported=", f"{name}: {imported}"
+
+
+def test_the_encoder_loads_after_the_ann_graph_was_built(exported: Path) -> None:
+    """usearch's native kernels loaded before onnxruntime's crashed the process (a segfault)."""
+    script = (
+        "import numpy as np\n"
+        "from pipeline.recall.ann import AnnIndex, ann_available\n"
+        "assert ann_available()\n"
+        "AnnIndex(384)\n"
+        "from pipeline.models.encoders import load_encoder\n"
+        "print(load_encoder('minilm-onnx').encode(['after the graph']).shape)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert done.stdout.strip() == "(1, 384)"
