@@ -103,11 +103,15 @@ def encoder_id(choice: EncoderChoice, fingerprint: str) -> str:
 
 
 def default_threads(cpu_count: int | None = None) -> int:
-    """Intra-op threads when none are configured: every core, at most 2 (measured; see
-    docs/BENCHMARKS.md "Encoders": a third or fourth thread on a 2-core machine only adds
-    contention with the broker and the other stages, and single queries gain nothing beyond 2)."""
+    """Intra-op threads when none are configured: half the cores, at least 1, at most 4.
+
+    Measured on the 2-core machine with the broker and other jobs running (docs/BENCHMARKS.md
+    "Encoders"): 1 thread beat 2 and 4 for single queries and for batches, because a second
+    spinning thread only competes with the broker and the other stages. Above 2 cores this is the
+    same rule (leave half to the rest of the pipeline), not a measurement.
+    """
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
-    return max(1, min(2, cores))
+    return max(1, min(4, cores // 2))
 
 
 # --------------------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def test_ids_name_model_backend_precision_and_fingerprint() -> None:
     assert len(ids) == len(CHOICES)  # no two backends share an id
 
 
-@pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 2), (4, 2), (64, 2)])
+@pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 1), (4, 2), (6, 3), (64, 4)])
 def test_default_threads_follow_the_measurement(cores: int, threads: int) -> None:
     assert default_threads(cores) == threads
 
