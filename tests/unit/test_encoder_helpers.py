@@ -12,7 +12,8 @@ from pipeline.models.encoders import (
     ENCODER_NAMES,
     EncoderUnavailable,
     default_threads,
-    encoder_id,
+    encoder_dimension,
+    format_encoder_id,
     length_batches,
     load_encoder,
     mean_pool_normalise,
@@ -43,9 +44,9 @@ def test_an_unknown_name_fails_listing_the_choices(name: str) -> None:
 
 
 def test_ids_name_model_backend_precision_and_fingerprint() -> None:
-    assert encoder_id(CHOICES["minilm-onnx-int8"], "abc") == "all-MiniLM-L6-v2/onnx-int8@abc"
-    assert encoder_id(CHOICES["minilm-torch"], "f00") == "all-MiniLM-L6-v2/torch-fp32@f00"
-    ids = {encoder_id(choice, "x") for choice in CHOICES.values()}
+    assert format_encoder_id(CHOICES["minilm-onnx-int8"], "abc") == "all-MiniLM-L6-v2/onnx-int8@abc"
+    assert format_encoder_id(CHOICES["minilm-torch"], "f00") == "all-MiniLM-L6-v2/torch-fp32@f00"
+    ids = {format_encoder_id(choice, "x") for choice in CHOICES.values()}
     assert len(ids) == len(CHOICES)  # no two backends share an id
 
 
@@ -109,3 +110,9 @@ def test_length_batches_keep_padded_tokens_under_the_budget() -> None:
     assert length_batches([900, 5], batch_size=8, max_tokens=512) == [[0], [1]]
     with pytest.raises(ValueError, match="max_tokens"):
         length_batches([1], 4, max_tokens=0)
+
+
+def test_dimensions_are_known_without_loading_a_model() -> None:
+    assert {n: encoder_dimension(n) for n in ENCODER_NAMES} == {
+        "minilm": 384, "minilm-torch": 384, "minilm-onnx": 384, "minilm-onnx-int8": 384, "use": 512,
+    }  # fmt: skip
