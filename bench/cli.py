@@ -20,6 +20,8 @@ BENCHMARKS: dict[str, str] = {
     "scale-out": "bench.scale_out",
     "chaos": "bench.chaos",
     "load": "bench.load",
+    "encoders": "bench.encoders",
+    "crosslingual": "bench.crosslingual",
 }
 
 

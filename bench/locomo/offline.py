@@ -10,6 +10,9 @@ cached as JSON under /tmp, so recall-side changes are re-measured in seconds; in
 so the numbers match an end-to-end run up to batching differences.
 
     python -m bench.locomo.offline --data /work/shared/data/locomo_dev.json [--rebuild]
+        [--encoder minilm-onnx-int8]
+
+``--encoder`` overrides ``HINDSIGHT_ENCODER``; each encoder keeps its own cached records.
 
 Only ``hindsight bench locomo`` numbers are reported; this is a development tool.
 """
@@ -33,7 +36,7 @@ from bench.locomo.metrics import QuestionScore, aggregate
 from bench.locomo.report import render_summary
 from bench.locomo.runner import RECALL_LIMIT, HindsightRetriever, evaluate
 from pipeline.ingest.local import LocalPipeline
-from pipeline.models.encoders import Encoder, Vectors, load_encoder
+from pipeline.models.encoders import ENCODER_NAMES, Encoder, Vectors, load_encoder
 from pipeline.recall.engine import RecallEngine
 from pipeline.recall.hot_index import HotIndex
 from pipeline.runtime.settings import Settings
@@ -90,6 +93,7 @@ class CachedQueryEncoder:
 
     def __init__(self, encoder: Encoder, texts: Sequence[str]) -> None:
         self.name = encoder.name
+        self.id = encoder.id
         self.dimension = encoder.dimension
         self._encoder = encoder
         unique = list(dict.fromkeys(texts))
@@ -142,8 +146,8 @@ def build_index(
     data: Path, cache: Path, rebuild: bool, settings: Settings
 ) -> tuple[list[Conversation], HotIndex, Encoder]:
     conversations = load_locomo(data)
-    encoder = load_encoder(settings.encoder)
-    records_path = cache / f"{data.stem}.records.json"
+    encoder = load_encoder(settings.encoder, settings.encoder_threads)
+    records_path = cache / f"{data.stem}.{settings.encoder}.records.json"
     if rebuild or not records_path.exists():
         started = time.perf_counter()
         records = ingest(conversations, encoder, settings)
@@ -159,9 +163,9 @@ def build_index(
 
 
 async def run(
-    data: Path, cache: Path, rebuild: bool, out: Path | None
+    data: Path, cache: Path, rebuild: bool, out: Path | None, encoder_name: str | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    settings = Settings.from_env()
+    settings = Settings.from_env().with_overrides(encoder=encoder_name)
     conversations, index, encoder = build_index(data, cache, rebuild, settings)
     questions = [q.question for c in conversations for q in c.questions]
     engine = RecallEngine(index, CachedQueryEncoder(encoder, questions), settings.recall)
@@ -169,6 +173,7 @@ async def run(
     started = time.perf_counter()
     scored: list[QuestionScore]
     scored, traces = await evaluate(conversations, retriever)
+    print(f"encoder {encoder.id}")
     print(f"asked {len(scored)} questions in {time.perf_counter() - started:.1f}s")
     results: dict[str, Any] = {"methods": {"hindsight": aggregate(scored)}}
     if out is not None:
@@ -184,8 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--rebuild", action="store_true", help="re-run ingest (search text etc.)")
     parser.add_argument("--out", type=Path, default=None, help="write results and traces here")
+    parser.add_argument(
+        "--encoder", choices=ENCODER_NAMES, default=None, help="default: HINDSIGHT_ENCODER"
+    )
     args = parser.parse_args(argv)
-    results, _ = asyncio.run(run(args.data, args.cache, args.rebuild, args.out))
+    results, _ = asyncio.run(run(args.data, args.cache, args.rebuild, args.out, args.encoder))
     print(render_summary(results))
     return 0
 

@@ -128,7 +128,7 @@ async def open_method(name: str, settings: Settings) -> AsyncIterator[Retriever]
     elif name == "dense":
         from pipeline.models.encoders import load_encoder
 
-        yield DenseRetriever(load_encoder(settings.encoder))
+        yield DenseRetriever(load_encoder(settings.encoder, settings.encoder_threads))
     elif name == "hindsight":
         # Imported here so the baselines run without the streaming stack.
         from pipeline.interfaces.client import Hindsight

@@ -295,7 +295,7 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
             return
         loop = asyncio.get_running_loop()
         state["encoder"] = encoder or await loop.run_in_executor(
-            None, load_encoder, settings.encoder
+            None, load_encoder, settings.encoder, settings.encoder_threads
         )
         producer = make_producer(
             settings.bootstrap or "", f"{settings.app_id}-prepare", settings.kafka

@@ -261,7 +261,9 @@ async def _replay(
         encoder = reindex_with
         if encoder is None:
             loop = asyncio.get_running_loop()
-            encoder = await loop.run_in_executor(None, load_encoder, settings.encoder)
+            encoder = await loop.run_in_executor(
+                None, load_encoder, settings.encoder, settings.encoder_threads
+            )
         dimension = encoder.dimension
         tracker.phase("reindex")
         source_topic, reindex_summary = await reindex_into_prepared(

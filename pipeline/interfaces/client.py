@@ -383,7 +383,7 @@ class Hindsight:
         async with self._encoder_lock:
             if self._engine is None:
                 encoder = await asyncio.get_running_loop().run_in_executor(
-                    None, load_encoder, self.settings.encoder
+                    None, load_encoder, self.settings.encoder, self.settings.encoder_threads
                 )
                 self._set_encoder(encoder)
         assert self._engine is not None

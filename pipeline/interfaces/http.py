@@ -304,7 +304,9 @@ def create_api(
             connected = client
             if connected is None:
                 loop = asyncio.get_running_loop()
-                encoder = await loop.run_in_executor(None, load_encoder, settings.encoder)
+                encoder = await loop.run_in_executor(
+                    None, load_encoder, settings.encoder, settings.encoder_threads
+                )
                 connected = await stack.enter_async_context(
                     Hindsight.connect(settings, encoder=encoder)
                 )

@@ -198,7 +198,9 @@ async def run_up(
             else:
                 auth = NoAuth()
                 print(NO_AUTH_WARNING.format(where=live.api_host), file=sys.stderr, flush=True)
-            encoder = await loop.run_in_executor(None, load_encoder, live.encoder)
+            encoder = await loop.run_in_executor(
+                None, load_encoder, live.encoder, live.encoder_threads
+            )
             client = await stack.enter_async_context(Hindsight.connect(live, encoder=encoder))
             if api:
                 api_server = await stack.enter_async_context(
