@@ -170,7 +170,7 @@ class MemoryEngine:
         prepared: dict[int, PreparedTurn] = {}
         for index, (_, event) in enumerate(decoded):
             if isinstance(event, TurnRecorded):
-                prepared[index] = prepare_turn(event)
+                prepared[index] = prepare_turn(event, time_notes=self.policy.time_notes)
                 recorded = (extractions or {}).get((event.namespace, event.event_id))
                 if recorded is not None:
                     prepared[index] = apply_extraction(prepared[index], recorded)
