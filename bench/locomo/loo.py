@@ -96,7 +96,7 @@ IDEAS: tuple[Idea, ...] = (
     Idea(
         "speaker_focus",
         "a query naming one speaker: what the other speakers said counts this much",
-        tuple((f"{f:g}", _tune(speaker_focus_factor=f)) for f in (1.0, 0.85, 0.7)),
+        tuple((f"{f:g}", _tune(speaker_focus_factor=f)) for f in (1.0, 0.85, 0.7, 0.55)),
     ),
     Idea(
         "links",
@@ -107,7 +107,7 @@ IDEAS: tuple[Idea, ...] = (
     Idea(
         "decompose",
         "a question joining two facts: its parts recalled too; relevance >= share x part's",
-        tuple((f"{x:g}", _tune(decompose_share=x)) for x in (0.0, 0.9)),
+        tuple((f"{x:g}", _tune(decompose_share=x)) for x in (0.0, 0.9, 1.0)),
     ),
     Idea(
         "current_value",

@@ -34,6 +34,7 @@ import numpy as np
 import orjson
 
 from bench.locomo.dataset import Conversation, load_locomo
+from bench.locomo.folds import METRIC, pooled_mean
 from bench.locomo.loo import EXCLUDE, Config, Scores, render, run_ideas, samples_of
 from bench.locomo.metrics import QuestionScore, aggregate, score_question
 from bench.locomo.report import render_summary
@@ -273,7 +274,10 @@ def run_loo(data: Path, cache: Path, rebuild: bool, out: Path | None) -> dict[st
     started = time.perf_counter()
     scores = Scores(evaluate, verbose=True)
     results = run_ideas(scores, samples_of(scores.of({})))
-    results["configurations_evaluated"] = len(scores.by_name)
+    results["configurations"] = {
+        name: pooled_mean(scored, set(samples_of(scored)), METRIC, EXCLUDE)[0]
+        for name, scored in scores.by_name.items()
+    }
     print(f"evaluated {len(scores.by_name)} configurations in {time.perf_counter() - started:.1f}s")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

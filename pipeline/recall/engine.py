@@ -299,7 +299,7 @@ class RecallEngine:
         linked_relevance: dict[str, float] = {}
         # A question joining two facts: each part recalled on its own (dense over every region
         # and BM25), the parts' lists interleaved so each part's best answers are candidates.
-        part_searches: list[tuple[NamespaceSearch, dict[str, float]]] = []
+        part_searches: list[tuple[NamespaceSearch, dict[str, float], str | None]] = []
         if parts:
             part_lists: list[list[tuple[str, float]]] = []
             for part in parts:
@@ -323,8 +323,17 @@ class RecallEngine:
                     RRF_K,
                 )
                 part_lists.append([(item.memory_id, item.rrf) for item in fused_part])
+                part_named = (
+                    speakers_named(part.text, view.speakers)
+                    if self.tuning.speaker_focus_factor < 1
+                    else []
+                )
                 part_searches.append(
-                    (part_search, {hit.memory_id: hit.coverage for hit in part_bm25})
+                    (
+                        part_search,
+                        {hit.memory_id: hit.coverage for hit in part_bm25},
+                        part_named[0] if len(part_named) == 1 else None,
+                    )
                 )
             ranked["decomposed"] = _interleave(part_lists, k)
 
@@ -373,6 +382,11 @@ class RecallEngine:
                     slots = slots[inside_window]
                     created = created[inside_window]
                     inside_window = inside_window[inside_window]
+            speakers = [speaker_of(view.records[item.memory_id]) for item, _ in kept]
+
+            def said_by(speaker: str) -> np.ndarray:
+                return np.array([who == speaker for who in speakers], dtype=np.bool_)
+
             rel = relevance(
                 search.cosines(slots),
                 np.array([coverage.get(item.memory_id, 0.0) for item, _ in kept]),
@@ -380,20 +394,27 @@ class RecallEngine:
                 np.array([item.rrf for item, _ in kept]) / ceiling,
                 self.tuning,
             )
+            if focus is not None:
+                # A question about one speaker is answered by what that speaker said.
+                rel = np.where(said_by(focus), rel, rel * self.tuning.speaker_focus_factor)
             if part_searches:
                 # How well a memory answers one part of the question, discounted as second-hand.
                 answers_a_part = np.zeros(len(kept))
-                for part_search, part_coverage in part_searches:
-                    answers_a_part = np.maximum(
-                        answers_a_part,
-                        relevance(
-                            part_search.cosines(slots),
-                            np.array([part_coverage.get(item.memory_id, 0.0) for item, _ in kept]),
-                            np.zeros(len(kept)),
-                            np.array([item.rrf for item, _ in kept]) / ceiling,
-                            self.tuning,
-                        ),
+                for part_search, part_coverage, part_focus in part_searches:
+                    answers = relevance(
+                        part_search.cosines(slots),
+                        np.array([part_coverage.get(item.memory_id, 0.0) for item, _ in kept]),
+                        np.zeros(len(kept)),
+                        np.array([item.rrf for item, _ in kept]) / ceiling,
+                        self.tuning,
                     )
+                    if part_focus is not None:
+                        # "What have Caroline and Melanie both painted?": each part is about one
+                        # of them, as a question naming one speaker is.
+                        answers = np.where(
+                            said_by(part_focus), answers, answers * self.tuning.speaker_focus_factor
+                        )
+                    answers_a_part = np.maximum(answers_a_part, answers)
                 rel = np.maximum(rel, self.tuning.decompose_share * answers_a_part)
             if linked_relevance:
                 lifted = np.fromiter(
@@ -409,13 +430,6 @@ class RecallEngine:
                 rel = np.where(in_route, rel, rel * self.tuning.procedural_route_factor)
             if window is not None:
                 rel = np.where(inside_window, rel, rel * self.tuning.outside_window_factor)
-            if focus is not None:
-                others = np.fromiter(
-                    (speaker_of(view.records[item.memory_id]) != focus for item, _ in kept),
-                    np.bool_,
-                    len(kept),
-                )
-                rel = np.where(others, rel * self.tuning.speaker_focus_factor, rel)
             if when_bonus > 0.0:
                 dated = np.fromiter(
                     (view.names_a_time(item.memory_id) for item, _ in kept), np.bool_, len(kept)

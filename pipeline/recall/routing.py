@@ -79,7 +79,15 @@ _RULES: tuple[_Rule, ...] = (
         0.8,
         "相对时段",
     ),
-    _zh("episodic", r"昨天|昨日|前天|今天|今日|刚才|最近|之前", 0.7, "相对日期"),
+    # 最近 with a span ("最近三天") is a stretch of time; alone ("我最近在学什么？") it asks what
+    # holds these days, which is any region's answer (the current-value rule orders it).
+    _zh(
+        "episodic",
+        r"昨天|昨日|前天|今天|今日|刚才|之前"
+        r"|最近(?= ?[0-9一二两三四五六七八九十几]+ ?(?:天|周|个星期|个礼拜|个月|年))",
+        0.7,
+        "相对日期",
+    ),
     _zh("episodic", r"[0-9一二两三四五六七八九十几]+ ?(?:天|周|个星期|个月|年)前", 0.9, "N前"),
     _zh("episodic", r"说了什么|说过|提到过|提过|聊过|讲过|谈过|问过", 0.9, "说过"),
     _zh("episodic", r"发生了什么|那次|那天|当时", 0.9, "那次"),

@@ -235,6 +235,86 @@ def _weekend(at: datetime, offset_weeks: int, label: str) -> TimeWindow:
     return TimeWindow(saturday, saturday + timedelta(days=2), label)
 
 
+def _span(start: datetime, last_day: datetime, label: str) -> TimeWindow | None:
+    """Whole days from ``start`` to ``last_day`` inclusive (None when they are out of order)."""
+    if last_day < start:
+        return None
+    return TimeWindow(start, last_day + timedelta(days=1), label)
+
+
+def _calendar_date(year: int, month: int, day: int, at: datetime) -> datetime | None:
+    try:
+        return datetime(year, month, day, tzinfo=at.tzinfo)
+    except ValueError:
+        return None
+
+
+_DAY_OF_MONTH = re.compile(r"(\d{1,2})")
+_MONTH_WORD = re.compile(rf"\b(?:{_MONTH_RE})\b", re.IGNORECASE)
+
+
+def _month_day(text: str) -> tuple[int, int] | None:
+    """August 11 / 11th of August -> (8, 11)."""
+    month = _MONTH_WORD.search(text)
+    day = _DAY_OF_MONTH.search(text)
+    return (_MONTHS[month[0].lower()], int(day[1])) if month and day else None
+
+
+def _range(m: re.Match[str], at: datetime) -> TimeWindow | None:
+    """Between August 11 and August 15 2023, from 3 May to 9 May: both days included."""
+    first = _month_day(m[1])
+    if first is None:
+        return None
+    bare_day = _DAY_OF_MONTH.search(m[3])
+    second = _month_day(m[3]) or ((first[0], int(bare_day[1])) if bare_day else None)
+    if second is None:
+        return None
+    year = int(m[4] or m[2]) if (m[4] or m[2]) else _latest_date_year(at, *first)
+    start = _calendar_date(year, first[0], first[1], at)
+    end_year = year + 1 if second[0] < first[0] else year
+    last = _calendar_date(end_year, second[0], second[1], at)
+    return _span(start, last, _label(m)) if start and last else None
+
+
+_ORDINAL_WEEK = {
+    "first": 0,
+    "second": 1,
+    "third": 2,
+    "fourth": 3,
+    "1st": 0,
+    "2nd": 1,
+    "3rd": 2,
+    "4th": 3,
+}
+_ZH_ORDINAL = {"一": 0, "二": 1, "三": 2, "四": 3, "1": 0, "2": 1, "3": 2, "4": 3}
+
+
+def _year_of(explicit: str | None, at: datetime, month: int) -> int:
+    return int(explicit) if explicit else _latest_month(at, month)
+
+
+def _week_of_month(year: int, month: int, which: str, at: datetime, label: str) -> TimeWindow:
+    """The n-th seven days of a month (days 1-7, 8-14, ...); "last" is its final seven days."""
+    month_window = _month(year, month, at, label)
+    if which == "last":
+        return TimeWindow(month_window.end - timedelta(days=7), month_window.end, label)
+    start = month_window.start + timedelta(
+        days=7 * _ORDINAL_WEEK.get(which, _ZH_ORDINAL.get(which, 0))
+    )
+    return TimeWindow(start, start + timedelta(days=7), label)
+
+
+def _part_of_month(year: int, month: int, part: str, at: datetime, label: str) -> TimeWindow:
+    """Early: days 1-10, mid: 11-20, late: 21 to the end (月初 / 月中 / 月底)."""
+    month_window = _month(year, month, at, label)
+    start = month_window.start
+    if part in ("early", "初"):
+        return TimeWindow(start, start + timedelta(days=10), label)
+    if part in ("mid", "中"):
+        return TimeWindow(start + timedelta(days=10), start + timedelta(days=20), label)
+    return TimeWindow(start + timedelta(days=20), month_window.end, label)
+
+
 # ---------- rules ----------
 
 Matcher = Callable[[re.Match[str], datetime], TimeWindow | None]
@@ -255,6 +335,21 @@ def _rule(pattern: str, build: Matcher, *, explicit: bool = False) -> _Rule:
 _EN_COUNT = r"(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a couple of)"
 _EN_WEEKDAY = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _ZH_WEEK = r"(?:周|星期|个星期|礼拜|个礼拜)"
+_EN_MONTH_DAY = (
+    rf"(?:(?:{_MONTH_RE})\.? \d{{1,2}}(?:st|nd|rd|th)?"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTH_RE}))"
+)
+
+
+def _zh_range(m: re.Match[str], at: datetime) -> TimeWindow | None:
+    """8月11日到15日, 2023年8月11日至8月15日: both days included."""
+    first_month, first_day = int(m[2]), int(m[3])
+    second_month = int(m[4]) if m[4] else first_month
+    year = int(m[1]) if m[1] else _latest_date_year(at, first_month, first_day)
+    end_year = year + 1 if second_month < first_month else year
+    start = _calendar_date(year, first_month, first_day, at)
+    last = _calendar_date(end_year, second_month, int(m[5]), at)
+    return _span(start, last, _label(m)) if start and last else None
 
 
 def _label(match: re.Match[str]) -> str:
@@ -304,6 +399,35 @@ _RULES: tuple[_Rule, ...] = (
             _latest_date_year(at, _MONTHS[m[1].lower()], int(m[2])),
             _MONTHS[m[1].lower()],
             int(m[2]),
+            at,
+            _label(m),
+        ),
+    ),
+    # Calendar spans: a range of days, the n-th week of a month, the early/mid/late part of one.
+    _rule(
+        rf"\b(?:between|from) ({_EN_MONTH_DAY})(?:,? ((?:19|20)\d\d))?\s+"
+        rf"(?:and|to|until|till|through)\s+({_EN_MONTH_DAY}|\d{{1,2}}(?:st|nd|rd|th)?)"
+        r"(?:,? ((?:19|20)\d\d))?\b",
+        _range,
+    ),
+    _rule(
+        rf"\b(?:the |in the |during the )?(first|second|third|fourth|1st|2nd|3rd|4th|last) week "
+        rf"of ({_MONTH_RE})(?:,? ((?:19|20)\d\d))?\b",
+        lambda m, at: _week_of_month(
+            _year_of(m[3], at, _MONTHS[m[2].lower()]),
+            _MONTHS[m[2].lower()],
+            m[1].lower(),
+            at,
+            _label(m),
+        ),
+    ),
+    _rule(
+        # "late may" in lower case is the verb ("I was late, may I ..."): May needs its capital.
+        rf"\b(early|mid|late)[- ](?!(?-i:may)\b)({_MONTH_RE})(?:,? ((?:19|20)\d\d))?\b",
+        lambda m, at: _part_of_month(
+            _year_of(m[3], at, _MONTHS[m[2].lower()]),
+            _MONTHS[m[2].lower()],
+            m[1].lower(),
             at,
             _label(m),
         ),
@@ -398,6 +522,21 @@ _RULES: tuple[_Rule, ...] = (
         r"(?<!\d)(\d{1,2})月(\d{1,2})[日号]",
         lambda m, at: _date(
             _latest_date_year(at, int(m[1]), int(m[2])), int(m[1]), int(m[2]), at, _label(m)
+        ),
+    ),
+    _rule(
+        r"(?:((?:19|20)\d\d)年)?(\d{1,2})月(\d{1,2})[日号]?(?:到|至|~|～|-|—)"
+        r"(?:(\d{1,2})月)?(\d{1,2})[日号]",
+        _zh_range,
+    ),
+    _rule(
+        r"(?:((?:19|20)\d\d)年)?(\d{1,2})月(?:的)?第([一二三四1-4])(?:周|个星期|个礼拜)",
+        lambda m, at: _week_of_month(_year_of(m[1], at, int(m[2])), int(m[2]), m[3], at, _label(m)),
+    ),
+    _rule(
+        r"(?:((?:19|20)\d\d)年)?(\d{1,2})月(初|中|底|末)",
+        lambda m, at: _part_of_month(
+            _year_of(m[1], at, int(m[2])), int(m[2]), "末" if m[3] == "底" else m[3], at, _label(m)
         ),
     ),
     _rule(r"((?:19|20)\d\d)年", lambda m, at: _year(int(m[1]), at, _label(m)), explicit=True),

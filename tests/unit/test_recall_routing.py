@@ -119,3 +119,11 @@ def test_speakers_named_by_full_or_first_name_whole_words() -> None:
     assert speakers_named("What does Carolines' team do?", speakers) == []
     assert speakers_named("小雨什么时候开学？", speakers) == ["小雨"]
     assert speakers_named("what stack do we use", speakers) == []
+
+
+def test_zuijin_alone_asks_what_holds_now_not_for_episodes() -> None:
+    # "我最近在学什么？" is about these days: not routed to episodic memory alone.
+    assert classify("我最近在学弹什么乐器？").route != "episodic" or (
+        classify("我最近在学弹什么乐器？").confidence < 0.3
+    )
+    assert classify("最近三天我说了什么").route == "episodic"

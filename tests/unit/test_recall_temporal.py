@@ -208,3 +208,31 @@ def test_an_earlier_date_is_never_the_unit_of_a_later_one() -> None:
         (day(2023, 5, 8), True),
         (day(2023, 5, 8), False),
     ]
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("between August 11 and August 15 2023", day(2023, 8, 11), day(2023, 8, 16)),
+        ("from 3 May to 9 May", day(2024, 5, 3), day(2024, 5, 10)),
+        ("between 28 December and 2 January", day(2023, 12, 28), day(2024, 1, 3)),
+        ("in the second week of November 2023", day(2023, 11, 8), day(2023, 11, 15)),
+        ("the last week of February 2024", day(2024, 2, 23), day(2024, 3, 1)),
+        ("early August, 2023", day(2023, 8, 1), day(2023, 8, 11)),
+        ("mid-April", day(2024, 4, 11), day(2024, 4, 21)),
+        ("late May", day(2024, 5, 21), day(2024, 6, 1)),
+        ("8月11日到15日", day(2023, 8, 11), day(2023, 8, 16)),
+        ("2023年8月11日至8月15日", day(2023, 8, 11), day(2023, 8, 16)),
+        ("4月的第二个星期", day(2024, 4, 8), day(2024, 4, 15)),
+        ("3月初", day(2024, 3, 1), day(2024, 3, 11)),
+        ("2月底", day(2024, 2, 21), day(2024, 3, 1)),
+    ],
+)
+def test_calendar_spans(query: str, start: datetime, end: datetime) -> None:
+    window = parse_time_window(query, AT)
+    assert window is not None, query
+    assert (window.start, window.end) == (start, end)
+
+
+def test_late_may_in_lower_case_is_a_verb() -> None:
+    assert parse_time_window("sorry I was late may I come in", AT) is None
