@@ -115,6 +115,7 @@ IDEAS: tuple[Idea, ...] = (
         (
             ("off", _tune(current_value_margin=None)),
             ("0.08", _tune(current_value_margin=0.08)),
+            ("0.15", _tune(current_value_margin=0.15)),
         ),
     ),
 )

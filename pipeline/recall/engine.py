@@ -221,17 +221,19 @@ class RecallEngine:
 
     # ----- steps -----
 
-    def _window_has_memories(self, view: NamespaceView, window: TimeWindow, at: datetime) -> bool:
+    @staticmethod
+    def _window_has_memories(view: NamespaceView, window: TimeWindow, at: datetime) -> bool:
+        """True when some memory visible at ``at`` was created inside the window.
+
+        Memories that only name a time inside it join a window that has its own memories; they
+        do not make an empty one count (a question's "yesterday" is often not the day a memory
+        happened to mention).
+        """
         moment = at.timestamp()
-        created = view.ids_in_window(window)
-        if any(view.created[view.slot_of[memory_id]] <= moment for memory_id in created):
-            return True
-        if self.tuning.window_references:
-            return any(
-                view.created[view.slot_of[memory_id]] <= moment
-                for memory_id in view.referencing(window)
-            )
-        return False
+        return any(
+            view.created[view.slot_of[memory_id]] <= moment
+            for memory_id in view.ids_in_window(window)
+        )
 
     def _candidates(
         self,

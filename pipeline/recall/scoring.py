@@ -41,18 +41,18 @@ class RecallTuning:
     # instead of demoting every candidate alike.
     ignore_empty_window: bool = True
     # Relevance added, for a question asking "when", to memories whose words name a time.
-    when_time_bonus: float = 0.0
+    when_time_bonus: float = 0.1
     # Relevance multiplier for what other speakers said when the query names exactly one of the
     # namespace's speakers ("What does Caroline like?"): first-hand statements answer it.
-    speaker_focus_factor: float = 1.0
+    speaker_focus_factor: float = 0.7
     # Current-value queries ("now", "still", 现在): memories within this much of the best
     # relevance are ordered newest first (``newest_first``); None turns the rule off.
-    current_value_margin: float | None = 0.08
+    current_value_margin: float | None = 0.15
     # One hop across sessions (``links``): memories sharing a specific entity (specificity at
     # least ``link_min_specificity``) or nearly the same words (cosine at least
     # ``link_min_cosine``) with one of the ``link_seeds`` best first-pass answers inherit
     # ``link_share`` × link strength × that answer's relevance; 0 turns the path off.
-    link_share: float = 0.0
+    link_share: float = 0.5
     link_seeds: int = 5
     link_per_seed: int = 5
     link_min_specificity: float = 0.5
