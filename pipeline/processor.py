@@ -22,7 +22,9 @@ from pipeline.logic.extraction import (
     extract_triplet,
     memory_id,
     segment_id,
-    time_note,
+)
+from pipeline.logic.extraction import (
+    search_text as turn_search_text,
 )
 from pipeline.logic.segmentation import is_boundary
 from pipeline.settings import MemoryPolicy
@@ -80,20 +82,14 @@ class PreparedTurn:
     entities: list[str]
 
 
-def search_text_for(turn: TurnRecorded, *, time_notes: bool = True) -> str:
-    """What the indexes see: speaker, text and, in brackets, the dates its relative time phrases
-    point at ("[7 May 2023]" for "yesterday" said on 8 May), so the words of a date match."""
-    text = f"{turn.speaker}: {turn.text}"
-    note = time_note(turn.text, turn.event_time) if time_notes else ""
-    return f"{text} [{note}]" if note else text
-
-
 def prepare_turn(turn: TurnRecorded, *, time_notes: bool = True) -> PreparedTurn:
     classification = classify(turn.text)
     return PreparedTurn(
         turn=turn,
         classification=classification,
-        search_text=search_text_for(turn, time_notes=time_notes),
+        search_text=turn_search_text(
+            turn.speaker, turn.text, turn.event_time, time_notes=time_notes
+        ),
         triplet=extract_triplet(turn.text, turn.speaker) if classification.remember else None,
         entities=extract_entities(turn.text) if classification.remember else [],
     )

@@ -415,3 +415,12 @@ def time_note(text: str, event_time: datetime) -> str:
         if described not in notes:
             notes.append(described)
     return "; ".join(notes)
+
+
+def search_text(speaker: str, text: str, event_time: datetime, *, time_notes: bool = True) -> str:
+    """What the indexes see of a turn: the speaker frames the text (pronouns, "my", who said it)
+    and, in brackets, the dates its relative time phrases point at ("[7 May 2023]" for
+    "yesterday" said on 8 May), so the words of a date match. Pure (I2)."""
+    framed = f"{speaker}: {text}"
+    note = time_note(text, event_time) if time_notes else ""
+    return f"{framed} [{note}]" if note else framed
