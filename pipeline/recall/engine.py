@@ -64,6 +64,16 @@ class _Part:
     tokens: list[str]
 
 
+@dataclass(frozen=True)
+class _PartSearch:
+    """A part question's reader, its fused candidates, its keyword coverage and its speaker."""
+
+    search: NamespaceSearch
+    ranked: list[tuple[str, float]]
+    coverage: dict[str, float]
+    focus: str | None
+
+
 @dataclass
 class _Candidate:
     fused: Fused
@@ -235,6 +245,52 @@ class RecallEngine:
             for memory_id in view.ids_in_window(window)
         )
 
+    def _part_searches(
+        self,
+        view: NamespaceView,
+        parts: Sequence[_Part],
+        search: NamespaceSearch,
+        at: datetime,
+        include_history: bool,
+        explicit: list[Region] | None,
+    ) -> list[_PartSearch]:
+        """Each part question's own dense (every region) and BM25 candidates, fused."""
+        k = self.policy.candidates_per_path
+        found: list[_PartSearch] = []
+        for part in parts:
+            part_search = NamespaceSearch(
+                view,
+                part.vector,
+                at,
+                include_history=include_history,
+                regions=explicit,
+                exact=self.exact,
+                window_references=self.tuning.window_references,
+            )
+            bm25 = view.bm25.search(part.tokens, k, search.visible)
+            dense = [
+                (view.ids[slot], score) for slot, score in part_search.dense(k, part_search.base)
+            ]
+            fused = rrf_fuse(
+                {"dense": dense, "bm25": [(hit.memory_id, hit.score) for hit in bm25]},
+                self.tuning.path_weights,
+                RRF_K,
+            )
+            named = (
+                speakers_named(part.text, view.speakers)
+                if self.tuning.speaker_focus_factor < 1
+                else []
+            )
+            found.append(
+                _PartSearch(
+                    part_search,
+                    [(item.memory_id, item.rrf) for item in fused],
+                    {hit.memory_id: hit.coverage for hit in bm25},
+                    named[0] if len(named) == 1 else None,
+                )
+            )
+        return found
+
     def _candidates(
         self,
         view: NamespaceView,
@@ -299,45 +355,10 @@ class RecallEngine:
         entity_score = {hit.memory_id: hit.score for hit in entity_hits}
         # Relevance a memory inherits from another path's evidence (links across sessions).
         linked_relevance: dict[str, float] = {}
-        # A question joining two facts: each part recalled on its own (dense over every region
-        # and BM25), the parts' lists interleaved so each part's best answers are candidates.
-        part_searches: list[tuple[NamespaceSearch, dict[str, float], str | None]] = []
-        if parts:
-            part_lists: list[list[tuple[str, float]]] = []
-            for part in parts:
-                part_search = NamespaceSearch(
-                    view,
-                    part.vector,
-                    at,
-                    include_history=include_history,
-                    regions=explicit,
-                    exact=self.exact,
-                    window_references=self.tuning.window_references,
-                )
-                part_bm25 = view.bm25.search(part.tokens, k, search.visible)
-                part_dense = [
-                    (view.ids[slot], score)
-                    for slot, score in part_search.dense(k, part_search.base)
-                ]
-                fused_part = rrf_fuse(
-                    {"dense": part_dense, "bm25": [(h.memory_id, h.score) for h in part_bm25]},
-                    self.tuning.path_weights,
-                    RRF_K,
-                )
-                part_lists.append([(item.memory_id, item.rrf) for item in fused_part])
-                part_named = (
-                    speakers_named(part.text, view.speakers)
-                    if self.tuning.speaker_focus_factor < 1
-                    else []
-                )
-                part_searches.append(
-                    (
-                        part_search,
-                        {hit.memory_id: hit.coverage for hit in part_bm25},
-                        part_named[0] if len(part_named) == 1 else None,
-                    )
-                )
-            ranked["decomposed"] = _interleave(part_lists, k)
+        # A question joining two facts: each part recalled on its own, as a path of its own.
+        part_searches = self._part_searches(view, parts, search, at, include_history, explicit)
+        if part_searches:
+            ranked["decomposed"] = _interleave([p.ranked for p in part_searches], k)
 
         def score_all(first_pass: set[str] | None) -> list[_Candidate]:
             fused = rrf_fuse(ranked, self.tuning.path_weights, RRF_K)
@@ -402,19 +423,19 @@ class RecallEngine:
             if part_searches:
                 # How well a memory answers one part of the question, discounted as second-hand.
                 answers_a_part = np.zeros(len(kept))
-                for part_search, part_coverage, part_focus in part_searches:
+                for part in part_searches:
                     answers = relevance(
-                        part_search.cosines(slots),
-                        np.array([part_coverage.get(item.memory_id, 0.0) for item, _ in kept]),
+                        part.search.cosines(slots),
+                        np.array([part.coverage.get(item.memory_id, 0.0) for item, _ in kept]),
                         np.zeros(len(kept)),
                         np.array([item.rrf for item, _ in kept]) / ceiling,
                         self.tuning,
                     )
-                    if part_focus is not None:
+                    if part.focus is not None:
                         # "What have Caroline and Melanie both painted?": each part is about one
                         # of them, as a question naming one speaker is.
                         answers = np.where(
-                            said_by(part_focus), answers, answers * self.tuning.speaker_focus_factor
+                            said_by(part.focus), answers, answers * self.tuning.speaker_focus_factor
                         )
                     answers_a_part = np.maximum(answers_a_part, answers)
                 rel = np.maximum(rel, self.tuning.decompose_share * answers_a_part)
