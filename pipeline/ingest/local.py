@@ -90,7 +90,9 @@ class LocalPipeline:
             pending = log.inputs[start:]
             for index in range(0, len(pending), batch_size):
                 chunk = pending[index : index + batch_size]
-                batch = prepare_batch(chunk, self.encoder, self.extractions)
+                batch = prepare_batch(
+                    chunk, self.encoder, self.extractions, time_notes=self.policy.time_notes
+                )
                 for message, prepared in batch.prepared:
                     log.prepared.append(
                         PreparedMessage(

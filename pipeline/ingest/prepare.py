@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ import faust
 from aiokafka import AIOKafkaProducer
 
 from pipeline.memory.rules.classify import classify
-from pipeline.memory.rules.extraction import extract_entities, extract_triplet
+from pipeline.memory.rules.extraction import extract_entities, extract_triplet, search_text
 from pipeline.memory.rules.llm_extraction import apply_extraction
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
 from pipeline.runtime.kafka import faust_credentials
@@ -121,7 +122,7 @@ def decode_input(message: InputMessage) -> InputEvent:
     return event
 
 
-def rules_analysis(turn: TurnRecorded) -> TurnAnalysis:
+def rules_analysis(turn: TurnRecorded, *, time_notes: bool = True) -> TurnAnalysis:
     """The rules' filter, kind, importance, triplet and entities for a turn (no vector yet)."""
     decision = classify(turn.text)
     return TurnAnalysis(
@@ -131,8 +132,9 @@ def rules_analysis(turn: TurnRecorded) -> TurnAnalysis:
         base_importance=decision.base_importance,
         reason=decision.reason,
         content=turn.text,
-        # The speaker frames the text for the indexes (pronouns, "my", who said it).
-        search_text=f"{turn.speaker}: {turn.text}",
+        # The speaker frames the text for the indexes (pronouns, "my", who said it), and the
+        # dates its relative time phrases point at are resolved against the turn's time.
+        search_text=search_text(turn.speaker, turn.text, turn.event_time, time_notes=time_notes),
         triplet=extract_triplet(turn.text, turn.speaker) if decision.remember else None,
         entities=extract_entities(turn.text) if decision.remember else [],
     )
@@ -142,6 +144,8 @@ def prepare_batch(
     messages: Sequence[InputMessage],
     encoder: Encoder,
     extractions: Mapping[ExtractionKey, ExtractionRecorded] | None = None,
+    *,
+    time_notes: bool = True,
 ) -> PreparedBatch:
     """Prepare a batch: one encoder call for every remembered turn and every forget query.
 
@@ -164,7 +168,7 @@ def prepare_batch(
     text_of: dict[int, int] = {}
     for index, (_, event) in enumerate(decoded):
         if isinstance(event, TurnRecorded):
-            analysis = rules_analysis(event)
+            analysis = rules_analysis(event, time_notes=time_notes)
             record = recorded.get((event.namespace, event.event_id))
             if record is not None:
                 analysis = apply_extraction(event, analysis, record)
@@ -350,7 +354,14 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
             started = time.perf_counter()
             with stats.timed("prepare"):
                 batch = await loop.run_in_executor(
-                    None, prepare_batch, messages, state["encoder"], extractions
+                    None,
+                    partial(
+                        prepare_batch,
+                        messages,
+                        state["encoder"],
+                        extractions,
+                        time_notes=settings.memory.time_notes,
+                    ),
                 )
             with stats.timed("publish"):
                 await publish_prepared(state["producer"], settings, batch, names["prepared"])

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,14 @@ async def reindex_into_prepared(
                         ]
                         extractions = await recorded.for_batch(messages)
                         batch = await asyncio.get_running_loop().run_in_executor(
-                            None, prepare_batch, messages, encoder, extractions
+                            None,
+                            partial(
+                                prepare_batch,
+                                messages,
+                                encoder,
+                                extractions,
+                                time_notes=settings.memory.time_notes,
+                            ),
                         )
                         await publish_prepared(producer, settings, batch, target)
                         counts.update(batch.counts)

@@ -34,6 +34,32 @@ class RecallTuning:
     # Relevance multiplier for memories outside a time window the query names: "what did I say
     # last week" is answered wrongly by anything else, however similar.
     outside_window_factor: float = 0.5
+    # A window also matches memories whose own words name a time inside it ("last night", said
+    # the day after), not only those created inside it (``temporal.time_references``).
+    window_references: bool = True
+    # A named window no visible memory falls in is ignored (its words become keywords again)
+    # instead of demoting every candidate alike.
+    ignore_empty_window: bool = True
+    # Relevance added, for a question asking "when", to memories whose words name a time.
+    when_time_bonus: float = 0.1
+    # Relevance multiplier for what other speakers said when the query names exactly one of the
+    # namespace's speakers ("What does Caroline like?"): first-hand statements answer it.
+    speaker_focus_factor: float = 0.7
+    # Current-value queries ("now", "still", 现在): memories within this much of the best
+    # relevance are ordered newest first (``newest_first``); None turns the rule off.
+    current_value_margin: float | None = 0.15
+    # One hop across sessions (``links``): memories sharing a specific entity (specificity at
+    # least ``link_min_specificity``) or nearly the same words (cosine at least
+    # ``link_min_cosine``) with one of the ``link_seeds`` best first-pass answers inherit
+    # ``link_share`` × link strength × that answer's relevance; 0 turns the path off.
+    link_share: float = 0.5
+    link_seeds: int = 5
+    link_per_seed: int = 5
+    link_min_specificity: float = 0.5
+    link_min_cosine: float = 0.6
+    # A question joining two facts (``decompose``): its parts are recalled too and a memory's
+    # relevance is at least this share of how well it answers one part; 0 turns it off.
+    decompose_share: float = 0.0
     # Relevance multiplier for non-procedural memories when a query is confidently routed to
     # procedural memory ("how did we fix …", "怎么解决").
     procedural_route_factor: float = 0.85
@@ -158,6 +184,38 @@ def relevance(
     )
     share = np.clip(rrf_share, 0.0, 1.0)
     return (1.0 - tuning.consensus_share) * evidence + tuning.consensus_share * share  # type: ignore[no-any-return]
+
+
+def newest_first(
+    relevance: npt.NDArray[np.float64],
+    created: npt.NDArray[np.float64],
+    scores: npt.NDArray[np.float64],
+    margin: float,
+) -> npt.NDArray[np.float64]:
+    """Scores for a current-value query: the newest of the about-equally relevant answers first.
+
+    Candidates within ``margin`` of the best relevance answer the question about equally well
+    ("I'm learning the guitar" / later "these days it's the piano"); among them the newest is the
+    value that holds now. They take the group's best score, minus a hair per place in newest-first
+    order, so they stay together at the top (gap truncation keeps them) and everything else keeps
+    its own score. Supersession already hides a value a triplet contradicts; this orders the ones
+    no rule could pair. ``created`` is epoch seconds; the as-of filter ran before, so "newest"
+    means newest as of the query time.
+    """
+    if relevance.size == 0:
+        return scores
+    group = relevance >= float(relevance.max()) - margin
+    members = np.flatnonzero(group)
+    # Newest first; equal times keep the better score first.
+    order = members[np.lexsort((-scores[members], -created[members]))]
+    top = float(scores[members].max())
+    adjusted = scores.copy()
+    adjusted[order] = top - _NEWEST_STEP * np.arange(order.size)
+    return adjusted
+
+
+# Score steps between members of a newest-first group: far below any real score difference.
+_NEWEST_STEP = 1e-6
 
 
 def truncate_by_gaps(scores: Sequence[float], policy: RecallPolicy) -> int:

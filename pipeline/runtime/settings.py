@@ -53,6 +53,9 @@ class MemoryPolicy:
     cold_activation: float = 0.05
     recall_reinforcement_weight: float = 0.2
     superseded_activation_factor: float = 0.3
+    # Append the dates a turn's relative time phrases resolve to ("yesterday" -> "7 May 2023")
+    # to its search text (``memory.rules.extraction.time_note``), at prepare time.
+    time_notes: bool = True
 
 
 @dataclass(frozen=True)
