@@ -5,8 +5,8 @@ applied by the stages' own code through ``LocalPipeline`` (real encoder, prepare
 ``Settings.batch_size``, one conversation per namespace). The resulting records (what the state
 topic would carry) are cached as JSON under /tmp, so recall-side changes are re-measured in
 seconds; ingest-side changes (search text, filtering, segmentation) need ``--rebuild``. Questions
-are asked through ``RecallEngine.recall`` and scored by the runner's own ``evaluate`` and ``HindsightRetriever``,
-so the numbers match an end-to-end run up to batching differences.
+are asked through ``RecallEngine.recall`` and scored by the runner's own ``evaluate`` and
+``HindsightRetriever``, so the numbers match an end-to-end run up to batching differences.
 
     python -m bench.locomo.offline --data /work/shared/data/locomo_dev.json [--rebuild]
         [--encoder minilm-onnx-int8]
