@@ -12,6 +12,7 @@ from datetime import datetime
 
 import numpy as np
 
+from pipeline.memory.rules.decay import SECONDS_PER_DAY
 from pipeline.models.encoders import Encoder
 from pipeline.recall.context import Language, format_context, format_line
 from pipeline.recall.decompose import decompose
@@ -37,7 +38,6 @@ from pipeline.recall.routing import (
 )
 from pipeline.recall.scoring import (
     DEFAULT_TUNING,
-    SECONDS_PER_DAY,
     RecallTuning,
     final_score,
     freshness_days,

@@ -32,16 +32,11 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.memory.rules.decay import SECONDS_PER_DAY, decay_rate
 from pipeline.recall.ann import ActivationOrder, AnnIndex, ann_available
 from pipeline.recall.entities import EntityIndex
 from pipeline.recall.lexical import BM25Index, tokenize
-from pipeline.recall.scoring import (
-    DEFAULT_TUNING,
-    SECONDS_PER_DAY,
-    RecallTuning,
-    activation_lambda,
-    hidden_since,
-)
+from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning, hidden_since
 from pipeline.recall.temporal import TimeWindow, time_references
 from schemas.errors import HindsightError
 from schemas.memory import REGIONS, MemoryRecord, Region, Watermark
@@ -171,7 +166,7 @@ class NamespaceView:
         self.region[slot] = REGION_CODE[record.region]
         self.created[slot] = record.created_at.timestamp()
         self.importance[slot] = record.importance
-        rate = activation_lambda(record.base_importance, self._tuning) / SECONDS_PER_DAY
+        rate = decay_rate(record.base_importance) / SECONDS_PER_DAY
         log_a = math.log(record.activation) if record.activation > 0 else -math.inf
         self.log_activation[slot] = log_a
         self.activation_base[slot] = log_a + rate * record.activation_at.timestamp()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,12 +10,12 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.memory.rules import decay
 from pipeline.recall.ann import AnnParams
 from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
 from pipeline.runtime.settings import RecallPolicy
 from schemas.memory import MemoryRecord, Status
 
-SECONDS_PER_DAY = 86400.0
 # Scores are computed per candidate in tests and for a whole candidate array in the engine.
 Num = TypeVar("Num", float, npt.NDArray[np.float64])
 
@@ -74,10 +73,6 @@ class RecallTuning:
     follow_up_share: float = 0.85
     # Below this routing confidence the dense path searches every region at once.
     min_route_confidence: float = 0.3
-    # Activation decay: slower for important memories (seed: base > 0.8).
-    activation_lambda_important: float = 0.01
-    activation_lambda_default: float = 0.05
-    important_base: float = 0.8
     # Namespaces with at least this many rows get an HNSW graph for the dense path and a
     # decay-ordered list for the activation path (None: always scan exactly). Smaller ones are
     # scanned exactly: cheap there, and exact. A namespace that shrinks below half of it goes
@@ -89,32 +84,14 @@ class RecallTuning:
 DEFAULT_TUNING = RecallTuning()
 
 
-def days_between(earlier: datetime, later: datetime) -> float:
-    return (later - earlier).total_seconds() / SECONDS_PER_DAY
-
-
-def freshness(created_at: datetime, at: datetime, lambda_per_day: float) -> float:
-    """exp(−λ·days since created); a memory from the future of ``at`` counts as brand new."""
-    return float(freshness_days(days_between(created_at, at), lambda_per_day))
-
-
 def freshness_days(days: Num, lambda_per_day: float) -> Num:
+    """``freshness`` over an array of ages in days (the engine scores candidates at once)."""
     return np.exp(-lambda_per_day * np.maximum(0.0, days))  # type: ignore[no-any-return]
 
 
-def activation_lambda(base_importance: float, tuning: RecallTuning = DEFAULT_TUNING) -> float:
-    if base_importance > tuning.important_base:
-        return tuning.activation_lambda_important
-    return tuning.activation_lambda_default
-
-
-def activation_at(
-    record: MemoryRecord, at: datetime, tuning: RecallTuning = DEFAULT_TUNING
-) -> float:
-    """``activation · e^(−λΔt)``, Δt in days from ``activation_at`` to ``at`` (never negative)."""
-    elapsed = max(0.0, days_between(record.activation_at, at))
-    decay = math.exp(-activation_lambda(record.base_importance, tuning) * elapsed)
-    return record.activation * decay
+def activation_at(record: MemoryRecord, at: datetime) -> float:
+    """The record's activation decayed to ``at``: the one decay rule (``memory.rules.decay``)."""
+    return decay.activation_at(record.activation, record.activation_at, record.base_importance, at)
 
 
 def score_weights(

@@ -4,10 +4,10 @@ from datetime import timedelta
 import pytest
 from recall_support import AT, history, make_record
 
+from pipeline.memory.rules.decay import freshness
 from pipeline.recall.scoring import (
     activation_at,
     final_score,
-    freshness,
     newest_first,
     relevance,
     score_weights,
