@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "scale-out": "bench.scale_out",
     "chaos": "bench.chaos",
     "load": "bench.load",
+    "fuzz": "bench.fuzz",
     "encoders": "bench.encoders",
     "crosslingual": "bench.crosslingual",
 }

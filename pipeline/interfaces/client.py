@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel, Field
 
 from pipeline.models.encoders import Encoder, load_encoder
@@ -28,11 +28,12 @@ from pipeline.recall.context import format_context
 from pipeline.recall.engine import RecallEngine
 from pipeline.recall.hot_index import HotIndex
 from pipeline.recall.types import RecalledMemory, RecallTrace
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.metrics import metrics
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import StateFollower, make_producer, partition_for
 from schemas.codec import encode, validate
-from schemas.errors import HindsightError, InvalidEvent, MemoryNotFound
+from schemas.errors import HindsightError, InvalidEvent, MemoryNotFound, WatermarkTimeout
 from schemas.events import (
     CommandIssued,
     InputEvent,
@@ -122,6 +123,8 @@ class Hindsight:
         self._encoder: Encoder | None = None
         self._engine: RecallEngine | None = None
         self._encoder_lock = asyncio.Lock()
+        self._offsets: AIOKafkaConsumer | None = None  # end offsets for wait_for checks
+        self._offsets_lock = asyncio.Lock()
 
     @classmethod
     @asynccontextmanager
@@ -147,6 +150,7 @@ class Hindsight:
         )
         freshness.follower = follower
         metrics().bind_view(index, lambda: follower.running and follower.failure is None)
+        client: Hindsight | None = None
         try:
             await follower.start()
             client = cls(settings, producer, follower, index)
@@ -154,6 +158,8 @@ class Hindsight:
                 client._set_encoder(encoder)
             yield client
         finally:
+            if client is not None and client._offsets is not None:
+                await stop_consumer(client._offsets)
             await follower.stop()
             await producer.stop()
 
@@ -339,7 +345,11 @@ class Hindsight:
         )
         if not wait:
             return ForgetOutcome(receipt, "erase" if hard else "forget", [], False)
-        await self.wait_applied(receipt, timeout)
+        try:
+            await self.wait_applied(receipt, timeout)
+        except WatermarkTimeout:
+            # The command is in the log and will apply; only the wait ran out.
+            return ForgetOutcome(receipt, "erase" if hard else "forget", [], False)
         if hard:
             after = {r.id for r in self._index.records(namespace)}
             taken = sorted(before - after)
@@ -371,9 +381,37 @@ class Hindsight:
         await self._follower.wait_for(receipt.topic, receipt.partition, receipt.offset, timeout)
 
     async def wait_offset(self, namespace: str, offset: int, timeout: float = 30.0) -> None:
-        """Wait for an input-log offset of the namespace's partition (any event kind)."""
+        """Wait for an input-log offset of the namespace's partition (any event kind).
+
+        An offset the log does not hold yet is the caller's mistake, not slowness: it is refused
+        naming ``wait_for_offset`` (once the wait ran out, so the fast path costs nothing).
+        """
         partition = partition_for(namespace, self.settings.partitions)
-        await self._follower.wait_for(self._names["events"], partition, offset, timeout)
+        topic = self._names["events"]
+        if self._follower.watermarks.get((topic, partition), -1) < offset:
+            end = await self._end_offset(topic, partition)
+            if offset >= end:
+                raise InvalidEvent(
+                    f"offset {offset} is past the end of the namespace's input partition ({end})",
+                    "wait_for_offset",
+                    "recall",
+                )
+        await self._follower.wait_for(topic, partition, offset, timeout)
+
+    async def _end_offset(self, topic: str, partition: int) -> int:
+        """The partition's end (one idle consumer per client, started on first use)."""
+        async with self._offsets_lock:
+            if self._offsets is None:
+                consumer = AIOKafkaConsumer(
+                    bootstrap_servers=self.settings.bootstrap,
+                    group_id=None,
+                    enable_auto_commit=False,
+                    **client_kwargs(self.settings.kafka),
+                )
+                await consumer.start()
+                self._offsets = consumer
+        tp = TopicPartition(topic, partition)
+        return int((await self._offsets.end_offsets([tp]))[tp])
 
     def _set_encoder(self, encoder: Encoder) -> None:
         self._encoder = encoder

@@ -51,7 +51,7 @@ from pipeline.security.ring import KeyRingUnavailable, following_keys
 from pipeline.views.log_reader import LogReader, LogUnavailable
 from pipeline.views.state_topic import FollowerFailed
 from schemas.errors import HindsightError, InvalidEvent, WatermarkTimeout
-from schemas.events import MAX_TURN_CHARS, NAMESPACE_PATTERN, check_namespace
+from schemas.events import MAX_TURN_CHARS, NAMESPACE_PATTERN, Metadata, check_namespace
 from schemas.memory import Kind, MemoryRecord, Region, Status
 
 log = logging.getLogger("hindsight.api")
@@ -72,7 +72,7 @@ class TurnIn(BaseModel):
         default=None, description="When it was said (ISO-8601 with offset); default: now."
     )
     role: Literal["user", "assistant", "system", "tool"] = "user"
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
     event_id: str | None = Field(
         default=None,
         min_length=1,
@@ -246,7 +246,8 @@ def _hindsight_error(_: Request, exc: Exception) -> JSONResponse:
             401, str(exc), "authorization", [], {"WWW-Authenticate": 'Bearer realm="hindsight"'}
         )
     if isinstance(exc, Forbidden):
-        return _error(403, str(exc), None, [])
+        # The field is the key (what lacks the scope), never the namespace that was asked for.
+        return _error(403, str(exc), "authorization", [])
     if isinstance(exc, KeyRingUnavailable | FollowerFailed | LogUnavailable):
         return _error(503, str(exc), None, [])
     if isinstance(exc, WatermarkTimeout):
@@ -457,10 +458,7 @@ def create_api(
         tags=["memory"],
         summary="Forget (soft) or erase (hard) memories",
         dependencies=[Authenticated],
-        responses={
-            **AUTH_RESPONSES,
-            504: {"model": ErrorBody, "description": "command not applied in time"},
-        },
+        responses={**AUTH_RESPONSES},
     )
     async def forget(namespace: Namespace, body: ForgetIn, hs: Client, caller: Caller) -> ForgetOut:
         caller.require(namespace, "erase" if body.hard else "forget")

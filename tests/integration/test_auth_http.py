@@ -110,6 +110,7 @@ async def test_scopes_decide_per_namespace_and_action(
     ):
         response = await app_client.request(method, path, json=body, headers=_bearer(key))
         assert response.status_code == 403, (path, response.text)
+        assert response.json()["field"] == "authorization"
         assert "carol" not in response.text and team not in response.text
         assert "other" not in response.text.replace("not allowed", "")
 
