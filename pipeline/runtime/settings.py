@@ -51,6 +51,11 @@ class MemoryPolicy:
     cold_activation: float = 0.05
     recall_reinforcement_weight: float = 0.2
     superseded_activation_factor: float = 0.3
+    # Updates by slot (docs/UPDATES.md): frames this close are one slot; or this close at least
+    # and sharing this share of the shorter frame's content words.
+    slot_cosine: float = 0.80
+    slot_cosine_floor: float = 0.50
+    slot_term_overlap: float = 0.50
 
 
 @dataclass(frozen=True)
