@@ -388,6 +388,30 @@ def _kinds_of(values: tuple[str, ...]) -> set[str]:
     return {_kind(value) for value in values}
 
 
+def changed_values(older: Slot, newer: Slot) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The values only the older statement has, and those only the newer one has."""
+    # Relative times ("next week", 今年) frame a statement; they are not the value that changed.
+    old_values = tuple(v for v in older.values if v not in newer.values and _kind(v) != "time")
+    new_values = tuple(v for v in newer.values if v not in older.values and _kind(v) != "time")
+    return old_values, new_values
+
+
+def names_two_slots(
+    older: Slot, newer: Slot, old_values: tuple[str, ...], new_values: tuple[str, ...]
+) -> bool:
+    """Signs that two statements are about two subjects or attributes, whatever else matches."""
+    if old_values and new_values:
+        if (
+            len(_kinds_of(old_values) - _CONTEXT_KINDS) > 1
+            and len(_kinds_of(new_values) - _CONTEXT_KINDS) > 1
+        ):
+            return True  # two things changed at once: two subjects ("Anna is 34", "Ben is 36")
+        if _numeric_kinds_differ(old_values, new_values):
+            return True  # "due on the 1st" / "is 1,450": a date and an amount
+    # "frontend … written in" / "backend … written in": a minimal pair names two attributes.
+    return _swapped_one_word(older.terms, newer.terms)
+
+
 def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotUpdate | None:
     """The newer statement gives the older one's slot a new value (None: it does not)."""
     if older.speaker != newer.speaker:
@@ -396,31 +420,18 @@ def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotU
         return None
     if newer.signal.additive:
         return None
-    # Relative times ("next week", 今年) frame a statement; they are not the value that changed.
-    old_values = tuple(
-        v for v in older.signal.values if v not in newer.signal.values and _kind(v) != "time"
-    )
-    new_values = tuple(
-        v for v in newer.signal.values if v not in older.signal.values and _kind(v) != "time"
-    )
+    old_values, new_values = changed_values(older.signal, newer.signal)
     cosine = float(older.frame_vector @ newer.frame_vector)
     if bool(old_values) != bool(new_values) and cosine >= policy.slot_cosine:
         # One side's value is a plain word no span caught (字节 → 腾讯): its own words stand in.
         if not old_values:
-            old_values = tuple(sorted(_content_terms(older.signal.terms) - set(newer.signal.terms)))
+            old_values = _own_words(older.signal, newer.signal)
         else:
-            new_values = tuple(sorted(_content_terms(newer.signal.terms) - set(older.signal.terms)))
+            new_values = _own_words(newer.signal, older.signal)
     if not old_values or not new_values:
         return None  # nothing replaced: a restatement or an elaboration
-    if (
-        len(_kinds_of(old_values) - _CONTEXT_KINDS) > 1
-        and len(_kinds_of(new_values) - _CONTEXT_KINDS) > 1
-    ):
-        return None  # two things changed at once: two subjects ("Anna is 34", "Ben is 36")
-    if _numeric_kinds_differ(old_values, new_values):
-        return None  # "due on the 1st" / "is 1,450": a date and an amount are two attributes
-    if _swapped_one_word(older.signal.terms, newer.signal.terms):
-        return None  # "frontend … written in" / "backend … written in": two attributes
+    if names_two_slots(older.signal, newer.signal, old_values, new_values):
+        return None
     overlap = term_overlap(older.signal.terms, newer.signal.terms)
     same_slot = cosine >= policy.slot_cosine or (
         cosine >= policy.slot_cosine_floor and overlap >= policy.slot_term_overlap
@@ -428,6 +439,10 @@ def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotU
     if not same_slot:
         return None
     return SlotUpdate(round(cosine, 4), round(overlap, 4), old_values, new_values)
+
+
+def _own_words(side: Slot, other: Slot) -> tuple[str, ...]:
+    return tuple(f"word:{t}" for t in sorted(_content_terms(side.terms) - set(other.terms)))
 
 
 # -- one rule for both paths ---------------------------------------------------------------------
@@ -459,18 +474,18 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
     """Why ``newer`` supersedes ``older`` (kept in the history entry), or None when it does not.
 
     The extracted triplets say it exactly when both have one (same subject and attribute,
-    another value) — unless the newer statement only adds ("we also use …") or the two frames
-    are a minimal pair naming two attributes (frontend / backend). Otherwise the slot rule
-    decides.
+    another value) — unless the newer statement only adds ("we also use …") or the slot signals
+    show two subjects or attributes (``names_two_slots``). Otherwise the slot rule decides.
     """
     if _triplets_conflict(older.triplet, newer.triplet):
         assert older.triplet is not None and newer.triplet is not None
-        if newer.slot is not None and newer.slot.additive:
-            return None
         if (
             older.slot is not None
             and newer.slot is not None
-            and _swapped_one_word(older.slot.terms, newer.slot.terms)
+            and (
+                newer.slot.additive
+                or names_two_slots(older.slot, newer.slot, *changed_values(older.slot, newer.slot))
+            )
         ):
             return None
         return f"triplet: {older.triplet.attribute}: {older.triplet.value} -> {newer.triplet.value}"
