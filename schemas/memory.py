@@ -66,6 +66,7 @@ class Slot(BaseModel):
     frame: str  # the statement with its value spans masked
     terms: list[str] = Field(default_factory=list)  # the frame's content words
     values: list[str] = Field(default_factory=list)  # canonical values: "number:4500", "state:done"
+    subjects: list[str] = Field(default_factory=list)  # values at the start: what it is about
     moment: bool = False  # told as something that happened at one time (yesterday, 上周…)
     additive: bool = False  # adds to what was said ("also", 也)
     vector_b64: str | None = None  # the frame's embedding: float32 little-endian, base64

@@ -56,6 +56,9 @@ class MemoryPolicy:
     slot_cosine: float = 0.80
     slot_cosine_floor: float = 0.50
     slot_term_overlap: float = 0.50
+    # Languages whose frames the encoder reads well enough for the cosine alone to decide (the
+    # default all-MiniLM-L6-v2 is English-only; elsewhere shared words must back it up).
+    slot_cosine_languages: tuple[str, ...] = ("en",)
 
 
 @dataclass(frozen=True)

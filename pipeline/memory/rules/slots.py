@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 import jieba
 import jieba.posseg
@@ -41,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.memory.rules.extraction import _STOP_CAPITALS, _TECH_PATTERN
-from pipeline.memory.rules.text import normalise
+from pipeline.memory.rules.text import language_of, normalise
 from pipeline.recall.lexical import tokenize
 from pipeline.runtime.settings import MemoryPolicy
 from schemas.memory import Kind, Region, Slot, Triplet
@@ -84,7 +85,8 @@ _NUMBER = re.compile(
     r"|第?[" + _CN_NUMERAL + r"](?=" + _CN_COUNTED + r")"
 )
 _IDENTIFIER = re.compile(
-    r"(?<![A-Za-z0-9_])(?=[A-Za-z0-9._@#-]*[A-Za-z])(?=[A-Za-z0-9._@#-]*\d)"
+    r"(?<![A-Za-z0-9_.])\d+(?:\.\d+){2,}(?![A-Za-z0-9_])"  # addresses, versions: 10.8.0.12
+    r"|(?<![A-Za-z0-9_])(?=[A-Za-z0-9._@#-]*[A-Za-z])(?=[A-Za-z0-9._@#-]*\d)"
     r"[A-Za-z0-9][A-Za-z0-9._@#-]*[A-Za-z0-9](?![A-Za-z0-9_])"
     r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
     r"|(?<![A-Za-z0-9_])[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)+(?![A-Za-z0-9_])"
@@ -98,6 +100,29 @@ _RELATIVE_TIME = re.compile(
     r"yesterday|in the (?:spring|summer|autumn|fall|winter|morning|evening))\b"
     r"|下个?月|下周|下星期|明天|后天|今年|明年|去年|今天|昨天|上个?月|上周|月底|年底|月初|年初",
     re.I,
+)
+_CALENDAR_WORDS = frozenset(
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ]
 )
 _QUOTED = re.compile(r"[\"“「『《]([^\"“”「」『』《》]{1,40})[\"”」』》]")
 # Capitalised words with a lower-case letter: names, not acronyms (CI, PR, BP name attributes).
@@ -160,10 +185,15 @@ _ON_WEEKDAY = re.compile(
 )
 # A verb's 了 followed by an amount: something that happened (聊了一个小时, 晚点了两个小时).
 _ZH_DONE_AMOUNT = re.compile(r"[\u4e00-\u9fff]了[\d一二两三四五六七八九十几半]")
+# A verb's 了 inside a clause: something that happened (出席了在武汉召开的年会, 吃了顿饭), not a
+# state reached at the clause's end (换成小米了).
+_ZH_PERFECTIVE = re.compile(
+    r"(?<!为)(?<!除)(?<!算)[\u4e00-\u9fff]了(?![解吧啊呀呢吗])[\u4e00-\u9fff]"
+)
 _ZH_WEEKDAY_DONE = re.compile(r"(?:周|星期|礼拜)[一二三四五六日天].{0,8}?[\u4e00-\u9fff]了")
 _ADDITIVE = re.compile(
     r"\b(?:also|as well|another|additionally|besides|in addition)\b|\btoo\b(?=\s*(?:[.!?,]|$))|"
-    r"也|另外|此外|还有|同时",
+    r"也|另外|此外|还有|同时|(?:^|[，,。；;])\s*(?:再|然后)",
     re.I,
 )
 
@@ -253,7 +283,8 @@ def value_spans(text: str) -> list[Span]:
             start += len(words[0]) + 1
             words = words[1:]
         if words and " ".join(words) not in _STOP_CAPITALS:
-            add("name", start, match.end(), " ".join(words).casefold())
+            name = " ".join(words).casefold()
+            add("date" if name in _CALENDAR_WORDS else "name", start, match.end(), name)
     if _CJK_RUN.search(text):
         for match in _ASCII_WORD_IN_CJK.finditer(text):
             if match.group(0)[0].isupper():
@@ -278,12 +309,36 @@ def masked(text: str, spans: list[Span]) -> str:
     return "".join(parts)
 
 
+_LEADING_PRONOUN = re.compile(r"^\W*(?:(?:i|my|our|we|i'm|we're)\b\W*|我们的|我们|我的|我)", re.I)
+
+
+def _in_subject_position(text: str, span: Span) -> bool:
+    """A name or identifier at the very start names what the statement is about (工单OPS-3307：…,
+    "UPS 1Z… is the tripod", 李娜负责招聘), so a different one there is another thing, not a new
+    value. States and numbers at the start are still values ("Drafting …", "9 engineers")."""
+    if span.kind not in {"name", "identifier"}:
+        return False
+    lead = _LEADING_PRONOUN.match(text)
+    before = text[lead.end() if lead else 0 : span.start]
+    if _CJK_RUN.search(text) and not re.search(r"[A-Za-z]{2,}\s", before):
+        # 工单OPS-3307 (a noun before it), not 我在杭州工作 (a preposition or verb before it).
+        return len(before.strip()) <= 2 and not _ZH_VERB_BEFORE.search(before)
+    # "UPS 1Z… is", "Ticket OPS-3307:" (a label before it), not "We use MySQL" (a verb before it).
+    words = before.split()
+    labelled = not words or (len(words) == 1 and lead is None and words[0][:1].isupper())
+    return labelled and span.end < len(text.rstrip(" .!?。！？"))
+
+
+_ZH_VERB_BEFORE = re.compile(r"[在用是去到住从为叫有给跟和对把]")
+
+
 def slot_of(text: str) -> Slot:
     """The statement's slot signal, without its vector (``prepare`` embeds ``frame``)."""
     spans = value_spans(text)
     frame = masked(text, spans)
     return Slot(
         frame=frame,
+        subjects=list(dict.fromkeys(s.value for s in spans if _in_subject_position(text, s))),
         terms=list(dict.fromkeys(t for t in tokenize(frame) if t != MASK)),
         values=list(dict.fromkeys(s.value for s in spans)),
         moment=bool(
@@ -291,6 +346,7 @@ def slot_of(text: str) -> Slot:
             or _ON_WEEKDAY.search(text)
             or _ZH_WEEKDAY_DONE.search(text)
             or _ZH_DONE_AMOUNT.search(text)
+            or _ZH_PERFECTIVE.search(text)
         ),
         additive=bool(_ADDITIVE.search(text)),
     )
@@ -350,34 +406,59 @@ def term_overlap(first: list[str], second: list[str]) -> float:
 
 
 # Light verbs and measure words that say how a value is held or changed, not which slot it is.
-_LIGHT_WORDS = frozenset("去来做用到个在把给换改加涨扩推定降变找有")
+_LIGHT_WORDS = frozenset(
+    [
+        *"去来做用到个在把给换改加涨扩推定降变找有",
+        "已经",
+        "现在",
+        "目前",
+        "平时",
+        "基本",
+        "一般",
+        "还是",
+    ]
+)
 
 
-def _content_terms(terms: list[str]) -> set[str]:
-    return {t for t in terms if t not in _LIGHT_WORDS}
+def _content_terms(terms: list[str]) -> list[str]:
+    return [t for t in terms if t not in _LIGHT_WORDS]
 
 
-def _swapped_one_word(first: list[str], second: list[str]) -> bool:
-    """The frames are the same but for one content word each: a minimal pair names two slots.
+def _swapped_attribute(first: list[str], second: list[str]) -> bool:
+    """One frame word stands where the other frame has one or two others: two attributes.
 
-    Two forms of one word (apply / application) are not a swap.
+    "frontend … written in" / "backend … written in", 生产数据库密码 / 生产数据库地址、端口: the
+    frames align on their shared words and differ in a word at one place, which names what the
+    statement is about. Two forms of one word (apply / application) are not a swap.
     """
-    only_a = _content_terms(first) - set(second)
-    only_b = _content_terms(second) - set(first)
-    if len(only_a) != 1 or len(only_b) != 1 or not set(first) & set(second):
+    if not set(first) & set(second):
         return False
-    (left,), (right,) = only_a, only_b
-    return left[:4] != right[:4] or len(left) < 4
+    a, b = _content_terms(first), _content_terms(second)
+    for tag, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag != "replace" or min(i2 - i1, j2 - j1) != 1 or max(i2 - i1, j2 - j1) > 2:
+            continue
+        if not any(x[:4] == y[:4] and len(x) >= 4 for x in a[i1:i2] for y in b[j1:j2]):
+            return True
+    return False
 
 
-_NUMERIC_KINDS = frozenset({"number", "ordinal", "date"})
+# What a value is: a time, an amount, a state or a thing. A new value replaces one of its class.
+_VALUE_CLASSES = {
+    "date": "when",
+    "ordinal": "when",
+    "time": "when",
+    "number": "amount",
+    "state": "state",
+}
 # Values that come along with a change rather than name what changed.
 _CONTEXT_KINDS = frozenset({"state", "time"})
 
 
-def _numeric_kinds_differ(old: tuple[str, ...], new: tuple[str, ...]) -> bool:
-    old_kinds, new_kinds = _kinds_of(old), _kinds_of(new)
-    return old_kinds <= _NUMERIC_KINDS and new_kinds <= _NUMERIC_KINDS and not old_kinds & new_kinds
+def _classes_differ(old: tuple[str, ...], new: tuple[str, ...]) -> bool:
+    """ "Due on the 1st" / "is 1,450", "预算是80万" / "要在月底前上线": two attributes."""
+    old_classes = {_VALUE_CLASSES.get(_kind(v), "thing") for v in old}
+    new_classes = {_VALUE_CLASSES.get(_kind(v), "thing") for v in new}
+    return not old_classes & new_classes
 
 
 def _kind(value: str) -> str:
@@ -397,19 +478,31 @@ def changed_values(older: Slot, newer: Slot) -> tuple[tuple[str, ...], tuple[str
 
 
 def names_two_slots(
-    older: Slot, newer: Slot, old_values: tuple[str, ...], new_values: tuple[str, ...]
+    older: Slot,
+    newer: Slot,
+    old_values: tuple[str, ...],
+    new_values: tuple[str, ...],
+    subject_known: bool = False,
 ) -> bool:
-    """Signs that two statements are about two subjects or attributes, whatever else matches."""
+    """Signs that two statements are about two subjects or attributes, whatever else matches.
+
+    ``subject_known``: an extracted triplet already names the subject ("my home address is …"),
+    so several values changing at once (12 Elm Street → 5 Oak Road) is one new value.
+    """
+    subjects = {*older.subjects, *newer.subjects}
+    if any(v in subjects for v in (*old_values, *new_values)):
+        return True  # the changed value is what each statement is about: two things
     if old_values and new_values:
         if (
-            len(_kinds_of(old_values) - _CONTEXT_KINDS) > 1
+            not subject_known
+            and len(_kinds_of(old_values) - _CONTEXT_KINDS) > 1
             and len(_kinds_of(new_values) - _CONTEXT_KINDS) > 1
         ):
             return True  # two things changed at once: two subjects ("Anna is 34", "Ben is 36")
-        if _numeric_kinds_differ(old_values, new_values):
-            return True  # "due on the 1st" / "is 1,450": a date and an amount
+        if _classes_differ(old_values, new_values):
+            return True  # a date and an amount, an amount and a state: two attributes
     # "frontend … written in" / "backend … written in": a minimal pair names two attributes.
-    return _swapped_one_word(older.terms, newer.terms)
+    return _swapped_attribute(older.terms, newer.terms)
 
 
 def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotUpdate | None:
@@ -422,7 +515,13 @@ def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotU
         return None
     old_values, new_values = changed_values(older.signal, newer.signal)
     cosine = float(older.frame_vector @ newer.frame_vector)
-    if bool(old_values) != bool(new_values) and cosine >= policy.slot_cosine:
+    overlap = term_overlap(older.signal.terms, newer.signal.terms)
+    # The default encoder reads English only: for other languages its cosine alone is no proof.
+    trusted = all(
+        language_of(side.signal.frame) in policy.slot_cosine_languages for side in (older, newer)
+    )
+    shares_words = overlap >= policy.slot_term_overlap
+    if bool(old_values) != bool(new_values) and cosine >= policy.slot_cosine and shares_words:
         # One side's value is a plain word no span caught (字节 → 腾讯): its own words stand in.
         if not old_values:
             old_values = _own_words(older.signal, newer.signal)
@@ -432,9 +531,8 @@ def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotU
         return None  # nothing replaced: a restatement or an elaboration
     if names_two_slots(older.signal, newer.signal, old_values, new_values):
         return None
-    overlap = term_overlap(older.signal.terms, newer.signal.terms)
-    same_slot = cosine >= policy.slot_cosine or (
-        cosine >= policy.slot_cosine_floor and overlap >= policy.slot_term_overlap
+    same_slot = (trusted and cosine >= policy.slot_cosine) or (
+        cosine >= policy.slot_cosine_floor and shares_words
     )
     if not same_slot:
         return None
@@ -442,7 +540,7 @@ def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotU
 
 
 def _own_words(side: Slot, other: Slot) -> tuple[str, ...]:
-    return tuple(f"word:{t}" for t in sorted(_content_terms(side.terms) - set(other.terms)))
+    return tuple(f"word:{t}" for t in sorted(set(_content_terms(side.terms)) - set(other.terms)))
 
 
 # -- one rule for both paths ---------------------------------------------------------------------
@@ -484,7 +582,9 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
             and newer.slot is not None
             and (
                 newer.slot.additive
-                or names_two_slots(older.slot, newer.slot, *changed_values(older.slot, newer.slot))
+                or names_two_slots(
+                    older.slot, newer.slot, *changed_values(older.slot, newer.slot), True
+                )
             )
         ):
             return None
