@@ -408,14 +408,9 @@ def term_overlap(first: list[str], second: list[str]) -> float:
 # Light verbs and measure words that say how a value is held or changed, not which slot it is.
 _LIGHT_WORDS = frozenset(
     [
-        *"去来做用到个在把给换改加涨扩推定降变找有",
-        "已经",
-        "现在",
-        "目前",
-        "平时",
-        "基本",
-        "一般",
-        "还是",
+        *"去来做用到个在把给换改加涨扩推定降变找有都还就才再又只",
+        *("已经", "现在", "目前", "平时", "基本", "一般", "一直", "以后", "今后"),
+        *("所有", "全部", "总是", "经常", "通常", "最近", "之前", "以前"),
     ]
 )
 
@@ -572,19 +567,17 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
     """Why ``newer`` supersedes ``older`` (kept in the history entry), or None when it does not.
 
     The extracted triplets say it exactly when both have one (same subject and attribute,
-    another value) — unless the newer statement only adds ("we also use …") or the slot signals
-    show two subjects or attributes (``names_two_slots``). Otherwise the slot rule decides.
+    another value) — unless the slot signals show two subjects or attributes
+    (``names_two_slots``). Otherwise the slot rule decides. (Additive words do not stop a
+    triplet: "我自己的side project也都用React写了" is a switch told with 也.)
     """
     if _triplets_conflict(older.triplet, newer.triplet):
         assert older.triplet is not None and newer.triplet is not None
         if (
             older.slot is not None
             and newer.slot is not None
-            and (
-                newer.slot.additive
-                or names_two_slots(
-                    older.slot, newer.slot, *changed_values(older.slot, newer.slot), True
-                )
+            and names_two_slots(
+                older.slot, newer.slot, *changed_values(older.slot, newer.slot), True
             )
         ):
             return None
