@@ -69,6 +69,7 @@ class Slot(BaseModel):
     subjects: list[str] = Field(default_factory=list)  # values at the start: what it is about
     moment: bool = False  # told as something that happened at one time (yesterday, 上周…)
     additive: bool = False  # adds to what was said ("also", 也)
+    question: bool = False  # asks rather than states
     vector_b64: str | None = None  # the frame's embedding: float32 little-endian, base64
 
 

@@ -215,3 +215,8 @@ def test_a_bank_restored_between_the_two_statements_still_supersedes() -> None:
     assert records[PORT_OLD].status == "superseded"
     assert records[PORT_OLD].superseded_by == records[PORT_NEW].id
     assert pipeline.records() == pipeline.replayed()
+
+
+def test_a_question_states_no_value() -> None:
+    assert slot_of("Is the dev server still on port 8080?").question
+    assert reason("Is the dev server on port 8080?", "dev server port is 5173", 0.95) is None

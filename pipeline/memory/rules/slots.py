@@ -19,7 +19,7 @@ The rule (docs/UPDATES.md has the measurements behind each threshold):
    follows; a state that moved on (a task in progress, a stated habit) does not. An older
    statement carrying a task state (planned / in progress) is stateful even if told as an event.
 3. Neither is a procedure, an emotion or small talk, and the newer one is not additive ("also",
-   "too", 也, 另外): a second hobby is not a contradiction.
+   "too", 也, 另外): a second hobby is not a contradiction. Questions state no value.
 4. Same slot: the frames are close (``slot_cosine``), or they share enough content words
    (``slot_term_overlap``) with a frame cosine above a floor.
 5. Different value: each side has a value the other lacks (a substitution, not an elaboration),
@@ -191,8 +191,9 @@ _ZH_PERFECTIVE = re.compile(
     r"(?<!为)(?<!除)(?<!算)[\u4e00-\u9fff]了(?![解吧啊呀呢吗])[\u4e00-\u9fff]"
 )
 _ZH_WEEKDAY_DONE = re.compile(r"(?:周|星期|礼拜)[一二三四五六日天].{0,8}?[\u4e00-\u9fff]了")
+_QUESTION = re.compile(r"[?？]|吗[。！]?\s*$")
 _ADDITIVE = re.compile(
-    r"\b(?:also|as well|another|additionally|besides|in addition)\b|\btoo\b(?=\s*(?:[.!?,]|$))|"
+    r"\b(?:also|as well|another|additionally|besides|in addition)\b|\btoo\b(?=\s*(?:[-–—.!?,]|$))|"
     r"也|另外|此外|还有|同时|(?:^|[，,。；;])\s*(?:再|然后)",
     re.I,
 )
@@ -349,6 +350,7 @@ def slot_of(text: str) -> Slot:
             or _ZH_PERFECTIVE.search(text)
         ),
         additive=bool(_ADDITIVE.search(text)),
+        question=bool(_QUESTION.search(text)),
     )
 
 
@@ -506,8 +508,8 @@ def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotU
         return None
     if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, older.signal):
         return None
-    if newer.signal.additive:
-        return None
+    if newer.signal.additive or older.signal.question or newer.signal.question:
+        return None  # an addition, or a question: neither states a new value
     old_values, new_values = changed_values(older.signal, newer.signal)
     cosine = float(older.frame_vector @ newer.frame_vector)
     overlap = term_overlap(older.signal.terms, newer.signal.terms)
