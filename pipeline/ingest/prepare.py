@@ -32,6 +32,7 @@ from aiokafka import AIOKafkaProducer
 from pipeline.memory.rules.classify import classify
 from pipeline.memory.rules.extraction import extract_entities, extract_triplet, search_text
 from pipeline.memory.rules.llm_extraction import apply_extraction
+from pipeline.memory.rules.slots import NEVER_UPDATES, slot_of
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
 from pipeline.runtime.kafka import faust_credentials
 from pipeline.runtime.metrics import dead_letter_reason, metrics
@@ -47,13 +48,14 @@ from schemas.events import (
     MemoriesRecalled,
     TurnRecorded,
 )
-from schemas.memory import DeadLetter
+from schemas.memory import DeadLetter, Slot
 from schemas.prepared import (
     EventPrepared,
     LogPosition,
     ModelIds,
     Rejected,
     TurnAnalysis,
+    Vector,
     encode_vector,
 )
 from topics.catalogue import consumer_group, topic_names
@@ -140,6 +142,23 @@ def rules_analysis(turn: TurnRecorded, *, time_notes: bool = True) -> TurnAnalys
     )
 
 
+def slot_signal(analysis: TurnAnalysis) -> Slot | None:
+    """The slot signal of a remembered statement; its ``frame`` is embedded with the batch.
+
+    Procedures, emotions and small talk never take part in an update, so they get none (and
+    cost no encoding).
+    """
+    if not analysis.remember or analysis.kind in NEVER_UPDATES:
+        return None
+    return slot_of(analysis.content)
+
+
+def with_slot_vector(analysis: TurnAnalysis, slot: Slot, frame_vector: Vector) -> TurnAnalysis:
+    return analysis.model_copy(
+        update={"slot": slot.model_copy(update={"vector_b64": encode_vector(frame_vector)})}
+    )
+
+
 def prepare_batch(
     messages: Sequence[InputMessage],
     encoder: Encoder,
@@ -147,7 +166,8 @@ def prepare_batch(
     *,
     time_notes: bool = True,
 ) -> PreparedBatch:
-    """Prepare a batch: one encoder call for every remembered turn and every forget query.
+    """Prepare a batch: one encoder call for every remembered turn (and its slot frame) and
+    every forget query.
 
     ``extractions`` ((namespace, turn event id) → recorded LLM extraction) override the rules for
     those turns; they come from the log, never from a live call here (I2).
@@ -166,6 +186,7 @@ def prepare_batch(
     used: dict[int, ExtractionRecorded] = {}
     texts: list[str] = []
     text_of: dict[int, int] = {}
+    slot_of_turn: dict[int, tuple[Slot, int]] = {}  # index -> (slot, its frame's text index)
     for index, (_, event) in enumerate(decoded):
         if isinstance(event, TurnRecorded):
             analysis = rules_analysis(event, time_notes=time_notes)
@@ -177,6 +198,10 @@ def prepare_batch(
             if analysis.remember:
                 text_of[index] = len(texts)
                 texts.append(analysis.search_text)
+            slot = slot_signal(analysis)
+            if slot is not None:
+                slot_of_turn[index] = (slot, len(texts))
+                texts.append(slot.frame)
         elif isinstance(event, CommandIssued) and event.query is not None:
             text_of[index] = len(texts)
             texts.append(event.query)
@@ -205,6 +230,9 @@ def prepare_batch(
                 turn_analysis = turn_analysis.model_copy(
                     update={"vector_b64": encode_vector(vector)}
                 )
+            if turn_analysis is not None and index in slot_of_turn:
+                slot, frame_index = slot_of_turn[index]
+                turn_analysis = with_slot_vector(turn_analysis, slot, vectors[frame_index])
             prepared = EventPrepared(
                 source=message.position,
                 models=models,

@@ -201,7 +201,16 @@ def test_one_encoder_call_for_the_remembered_turns_and_the_forget_queries() -> N
         encoder=encoder,
     )
 
-    assert encoder.calls == [[f"alice: {MYSQL}", FORGET, f"bob: {OFFICE}"]]
+    # Each remembered turn is followed by its slot frame (values masked), all in one call.
+    assert encoder.calls == [
+        [
+            f"alice: {MYSQL}",
+            "We use … for the billing database",
+            FORGET,
+            f"bob: {OFFICE}",
+            "The office is in the city center",
+        ]
+    ]
     prepared = [p for _, p in batch.prepared]
     hi, mysql, by_query, by_ids, signal, office = prepared
     assert hi.analysis is not None and not hi.analysis.remember
@@ -242,7 +251,9 @@ def test_the_analysis_is_the_rules_analysis_with_its_vector() -> None:
     assert isinstance(prepared.event, TurnRecorded)
     analysis = prepared.analysis
     assert analysis is not None
-    assert analysis.model_copy(update={"vector_b64": None}) == rules_analysis(prepared.event)
+    assert analysis.model_copy(update={"vector_b64": None, "slot": None}) == rules_analysis(
+        prepared.event
+    )
     assert (analysis.kind, analysis.region, analysis.base_importance) == ("fact", "semantic", 0.7)
     assert analysis.search_text == f"alice: {MYSQL}"
     assert analysis.triplet is not None and analysis.triplet.value == "MySQL"
