@@ -89,6 +89,11 @@ class Settings:
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = None
+    # Crypto-shredding (docs/ERASURE.md): seal content with data keys before it reaches a topic.
+    # Off only for the offline harness and unit tests; plain input is accepted either way.
+    encryption: bool = True
+    master_key_b64: str | None = field(default=None, repr=False)  # else <data_dir>/master.key
+    key_wait_s: float = 15.0  # how long a stage waits for a data key it has not seen yet
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     recall: RecallPolicy = field(default_factory=RecallPolicy)
 
@@ -118,6 +123,7 @@ class Settings:
             ("HINDSIGHT_LLM_BASE_URL", "llm_base_url"),
             ("HINDSIGHT_LLM_MODEL", "llm_model"),
             ("HINDSIGHT_LLM_API_KEY", "llm_api_key"),
+            ("HINDSIGHT_MASTER_KEY", "master_key_b64"),
         ):
             if source.get(key):
                 changes.setdefault(attr, source[key])
@@ -132,6 +138,14 @@ class Settings:
         if "HINDSIGHT_BATCH_WINDOW_S" in source:
             changes["batch_window_s"] = _parse_float(
                 "HINDSIGHT_BATCH_WINDOW_S", source["HINDSIGHT_BATCH_WINDOW_S"]
+            )
+        if "HINDSIGHT_ENCRYPTION" in source:
+            changes["encryption"] = _parse_bool(
+                "HINDSIGHT_ENCRYPTION", source["HINDSIGHT_ENCRYPTION"]
+            )
+        if "HINDSIGHT_KEY_WAIT_S" in source:
+            changes["key_wait_s"] = _parse_float(
+                "HINDSIGHT_KEY_WAIT_S", source["HINDSIGHT_KEY_WAIT_S"]
             )
         settings = replace(base, **changes)  # type: ignore[arg-type]
         if settings.encoder not in {"minilm", "use"}:
