@@ -22,8 +22,9 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BaseModel
 
-from schemas.codec import encode, validate
+from schemas.codec import decode_event, encode, validate
 from schemas.errors import DataKeyDestroyed, InvalidEvent, UnknownDataKey
+from schemas.events import InputEvent
 from schemas.prepared import LogPosition
 from schemas.sealed import Sealed
 
@@ -177,3 +178,9 @@ def unseal(raw: bytes | None, keys: KeyLookup | None, role: SealedRole) -> Opene
     if envelope is None:
         return Opened(raw, None)
     return Opened(open_envelope(envelope, keys, role), envelope)
+
+
+def open_input_event(raw: bytes | None, keys: KeyLookup | None) -> InputEvent:
+    """An input-log value, opened and decoded: raises ``InvalidEvent``, ``UnknownDataKey`` or
+    ``DataKeyDestroyed`` (readers outside the stages: the ticker, chat history)."""
+    return decode_event(unseal(raw, keys, "events").content)

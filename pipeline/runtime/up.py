@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from pipeline.crypto.envelope import open_input_event
 from pipeline.interfaces.client import Hindsight
 from pipeline.interfaces.http import create_api
 from pipeline.interfaces.serving import serving
@@ -34,8 +35,7 @@ from pipeline.models.encoders import load_encoder
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stack import running_stack
 from pipeline.views.state_topic import partition_ids
-from schemas.codec import decode_event
-from schemas.errors import HindsightError, InvalidEvent
+from schemas.errors import DataKeyDestroyed, HindsightError, InvalidEvent, UnknownDataKey
 from schemas.events import TurnRecorded
 from topics.catalogue import topic_names
 
@@ -120,9 +120,9 @@ class Ticker:
 
     def _observe(self, value: bytes | None) -> None:
         try:
-            event = decode_event(value)
-        except InvalidEvent:
-            return  # the worker dead-letters it; nothing to tick for
+            event = open_input_event(value, self._client.keys)
+        except (InvalidEvent, UnknownDataKey, DataKeyDestroyed):
+            return  # the worker dead-letters or shreds it; nothing to tick for
         if isinstance(event, TurnRecorded):
             self.schedule.observe(event.namespace, event.event_time)
 
