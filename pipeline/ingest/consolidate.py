@@ -62,7 +62,7 @@ from pipeline.views.state_topic import (
 )
 from schemas.codec import decode_prepared
 from schemas.data_keys import ROLL_KEY, ErasureRecorded, KeyDestroyed
-from schemas.errors import DataKeyDestroyed, InvalidEvent, UnknownDataKey
+from schemas.errors import DataKeyDestroyed, HindsightError, InvalidEvent, UnknownDataKey
 from schemas.events import CommandIssued, MemoriesRecalled, TurnRecorded
 from schemas.memory import DeadLetter, MemoryRecord, Watermark
 from schemas.prepared import EventPrepared, LogPosition
@@ -496,6 +496,12 @@ class ConsolidateStage(Service):
                 keys=self._keys,
                 key_wait_s=self.settings.key_wait_s,
             )
+            if state.unopened:
+                # A restore must be whole: deciding without a live memory changes decisions.
+                raise HindsightError(
+                    f"partition {partition}: {len(state.unopened)} state records cannot be "
+                    f"opened, e.g. {state.unopened[0]}"
+                )
             tables = PartitionTables.restore(
                 partition,
                 self.events_topic,

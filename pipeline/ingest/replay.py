@@ -11,6 +11,13 @@ prepared topic named after it (``hindsight.prepared.v1.<encoder>``; resumable: i
 the last input offset already there), reusing recorded LLM extractions — never asking again
 unless ``re_extract`` asks for the explicit reprocess mode — and then consolidates from it.
 ``until`` keeps only events up to an event time: "what did we believe at T, and why?".
+
+Erased content stays erased (docs/ERASURE.md): prepared events whose data keys were destroyed
+are counted as ``shredded`` and only move the watermark, and every recorded erase
+(``ErasureRecorded`` on the data-key topic) is applied at its input position and written into the
+target state topic and ``erasures.jsonl`` — the erasure is an event the replay keeps. The snapshot
+and the Milvus file under ``into`` are user exports in the clear, not caches: an erase after the
+replay does not reach them.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from tqdm import tqdm
 
+from pipeline.crypto.envelope import KeyLookup, sealed_envelope, unseal
+from pipeline.crypto.keystore import TopicKeyStore, open_key_store
 from pipeline.ingest.commit import commit_output
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage, topics_out
 from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared
@@ -42,7 +51,9 @@ from pipeline.views.state_topic import (
     partition_ids,
 )
 from schemas.codec import decode_prepared
-from schemas.errors import HindsightError, InvalidEvent
+from schemas.data_keys import ErasureRecorded
+from schemas.errors import DataKeyDestroyed, HindsightError, InvalidEvent, UnknownDataKey
+from schemas.prepared import LogPosition
 from topics.admin import ensure_topics
 from topics.catalogue import TOPICS, prepared_topic, topic_names
 
@@ -77,7 +88,12 @@ def _write_progress(path: Path | None, payload: dict[str, Any]) -> None:
 
 
 async def reindex_into_prepared(
-    settings: Settings, encoder: Encoder, *, re_extract: bool = False, progress: bool = True
+    settings: Settings,
+    encoder: Encoder,
+    *,
+    re_extract: bool = False,
+    progress: bool = True,
+    keys: TopicKeyStore | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Re-run ``prepare`` with ``encoder`` into the prepared topic named after it.
 
@@ -90,11 +106,17 @@ async def reindex_into_prepared(
 
     names = topic_names(settings.topic_prefix)
     bootstrap = settings.bootstrap or ""
+    ring = None if keys is None else keys.ring
     producer = make_producer(bootstrap, "hindsight-reindex")
     await producer.start()
     try:
         recorded = await open_recorded_extractions(
-            settings, producer, call_llm=re_extract, re_extract=re_extract, load_all=True
+            settings,
+            producer,
+            call_llm=re_extract,
+            re_extract=re_extract,
+            load_all=True,
+            keys=ring,
         )
     except BaseException:
         await producer.stop()
@@ -136,7 +158,7 @@ async def reindex_into_prepared(
                         ]
                         extractions = await recorded.for_batch(messages)
                         batch = await asyncio.get_running_loop().run_in_executor(
-                            None, prepare_batch, messages, encoder, extractions
+                            None, prepare_batch, messages, encoder, extractions, ring
                         )
                         await publish_prepared(producer, settings, batch, target)
                         counts.update(batch.counts)
@@ -158,6 +180,15 @@ async def reindex_into_prepared(
     return target, summary
 
 
+def prepared_source(value: bytes | None) -> LogPosition | None:
+    """The input position of a prepared event — plain on a sealed envelope — or None."""
+    try:
+        envelope = sealed_envelope(value)
+        return envelope.source if envelope is not None else decode_prepared(value).source
+    except InvalidEvent:
+        return None
+
+
 async def _prepared_positions(bootstrap: str, topic: str) -> dict[int, int]:
     """Per input partition, the next input offset a prepared topic still lacks (resume point)."""
     positions: dict[int, int] = {}
@@ -175,12 +206,11 @@ async def _prepared_positions(bootstrap: str, topic: str) -> dict[int, int]:
             consumer.seek(tp, end - 1)
             fetched = await consumer.getmany(tp, timeout_ms=5_000)
             for message in fetched.get(tp, []):
-                try:
-                    prepared = decode_prepared(message.value)
-                except InvalidEvent:
+                source = prepared_source(message.value)
+                if source is None:
                     continue
-                positions[prepared.source.partition] = max(
-                    positions.get(prepared.source.partition, 0), prepared.source.offset + 1
+                positions[source.partition] = max(
+                    positions.get(source.partition, 0), source.offset + 1
                 )
     finally:
         await consumer.stop()
@@ -204,7 +234,52 @@ async def run_replay(
         raise HindsightError("replay needs a running Kafka (settings.bootstrap)")
     into = into.resolve()
     into.mkdir(parents=True, exist_ok=True)
-    bootstrap = settings.bootstrap
+    # Every key (and every destruction) was written before the events that use it: read them all.
+    keys = await open_key_store(settings)
+    try:
+        return await _replay(
+            settings,
+            into,
+            keys,
+            reindex_with=reindex_with,
+            reindex=reindex,
+            until=until,
+            target_prefix=target_prefix,
+            progress=progress,
+            re_extract=re_extract,
+            milvus=milvus,
+        )
+    finally:
+        if keys is not None:
+            await keys.stop()
+
+
+def recorded_erasures(
+    keys: TopicKeyStore | None, events_topic: str, until: datetime | None
+) -> dict[int, dict[int, ErasureRecorded]]:
+    """The erasure ledger by input partition and offset (only erases up to ``until``)."""
+    ledger: dict[int, dict[int, ErasureRecorded]] = {}
+    for erasure in [] if keys is None else keys.ring.erasures():
+        if erasure.source.topic == events_topic and not _after(erasure.at, until):
+            ledger.setdefault(erasure.source.partition, {})[erasure.source.offset] = erasure
+    return ledger
+
+
+async def _replay(
+    settings: Settings,
+    into: Path,
+    keys: TopicKeyStore | None,
+    *,
+    reindex_with: Encoder | None,
+    reindex: bool,
+    until: datetime | None,
+    target_prefix: str | None,
+    progress: bool,
+    re_extract: bool,
+    milvus: bool,
+) -> dict[str, Any]:
+    bootstrap = settings.bootstrap or ""
+    ring = None if keys is None else keys.ring
     progress_file = Path(settings.data_dir) / "replay-progress.json"
     reindex_summary: dict[str, Any] | None = None
     source_topic = topic_names(settings.topic_prefix)["prepared"]
@@ -216,7 +291,7 @@ async def run_replay(
             encoder = await loop.run_in_executor(None, load_encoder, settings.encoder)
         dimension = encoder.dimension
         source_topic, reindex_summary = await reindex_into_prepared(
-            settings, encoder, re_extract=re_extract, progress=progress
+            settings, encoder, re_extract=re_extract, progress=progress, keys=keys
         )
     prefix = (
         target_prefix
@@ -225,10 +300,12 @@ async def run_replay(
     )
     target = replace(settings, topic_prefix=prefix)
     await ensure_topics(bootstrap, prefix, settings.partitions, settings.replication_factor)
-    out_topics = topics_out(target)
+    out_topics = topics_out(target, live=False)
     events_topic = topic_names(settings.topic_prefix)["events"]
+    ledger = recorded_erasures(keys, events_topic, until)
 
     snapshot = into / "memory-state.jsonl"
+    erasures_file = into / "erasures.jsonl"
     counts: Counter[str] = Counter()
     memories = active = done = 0
     started = time.perf_counter()
@@ -246,6 +323,7 @@ async def run_replay(
         total = sum(ends[tp] - beginnings[tp] for tp in tps)
         with (
             snapshot.open("wb") as out,
+            erasures_file.open("wb") as erased_out,
             tqdm(total=total, unit="event", desc="replay", disable=not progress) as bar,
         ):
             for tp in tps:
@@ -254,15 +332,23 @@ async def run_replay(
                 )
                 await producer.start()
                 producers.append(producer)
-                tables = PartitionTables(tp.partition, events_topic, settings.memory)
+                tables = PartitionTables(
+                    tp.partition,
+                    events_topic,
+                    settings.memory,
+                    keys=ring,
+                    recorded_erasures=ledger.get(tp.partition, {}),
+                )
                 async for chunk in read_partition(consumer, tp, beginnings[tp], ends[tp]):
                     batch = [
                         PreparedMessage(m.topic, m.partition, m.offset, m.key, m.value)
                         for m in chunk
-                        if until is None or not _after(_event_time(m.value), until)
+                        if until is None or not _after(_event_time(m.value, ring), until)
                     ]
                     output = tables.apply_all(batch)
-                    await commit_output(producer, out_topics, output)
+                    await commit_output(producer, out_topics, output, keys=ring)
+                    for erasure in output.erasures:
+                        erased_out.write(orjson.dumps(erasure.model_dump(mode="json")) + b"\n")
                     counts.update(output.counts)
                     done += len(chunk)
                     bar.update(len(chunk))
@@ -293,7 +379,7 @@ async def run_replay(
     if milvus:
         sink_started = time.perf_counter()
         await _fill_milvus(
-            bootstrap, out_topics.state, milvus_path, collection_for(prefix), dimension
+            bootstrap, out_topics.state, milvus_path, collection_for(prefix), dimension, keys
         )
         sink_seconds = time.perf_counter() - sink_started
     _write_progress(
@@ -312,19 +398,23 @@ async def run_replay(
         "target_prefix": prefix,
         "prepared_topic": source_topic,
         "snapshot": str(snapshot),
+        "erasures": str(erasures_file),
+        "shredded": counts["shredded"],
         "reindex": reindex_summary,
         "until": until.isoformat() if until else None,
         "counts": dict(counts),
     }
 
 
-def _event_time(value: bytes | None) -> datetime | None:
+def _event_time(value: bytes | None, keys: KeyLookup | None) -> datetime | None:
     """The event time of a prepared event, without validating all of it (until filter)."""
     try:
-        payload = orjson.loads(value or b"{}")
+        payload = orjson.loads(unseal(value, keys, "prepared").content or b"{}")
         raw = payload["event"]["event_time"]
-    except (KeyError, TypeError, orjson.JSONDecodeError):
+    except (KeyError, TypeError, orjson.JSONDecodeError, InvalidEvent):
         return None
+    except (DataKeyDestroyed, UnknownDataKey):
+        return None  # erased: the tables count it as shredded
     try:
         return datetime.fromisoformat(raw)
     except (TypeError, ValueError):
@@ -332,7 +422,12 @@ def _event_time(value: bytes | None) -> datetime | None:
 
 
 async def _fill_milvus(
-    bootstrap: str, state_topic: str, path: Path, collection: str, dimension: int
+    bootstrap: str,
+    state_topic: str,
+    path: Path,
+    collection: str,
+    dimension: int,
+    keys: TopicKeyStore | None = None,
 ) -> None:
     """The sink's code over a whole state topic, into a fresh Milvus Lite file."""
     loop = asyncio.get_running_loop()
@@ -346,7 +441,8 @@ async def _fill_milvus(
         for tp in tps:
             async for chunk in read_partition(consumer, tp, 0, ends[tp]):
                 messages = [(m.key, m.value) for m in chunk]
-                await loop.run_in_executor(None, apply_to_view, view, messages)
+                ring = None if keys is None else keys.ring
+                await loop.run_in_executor(None, apply_to_view, view, messages, ring)
         await loop.run_in_executor(None, view.flush)
     finally:
         await consumer.stop()

@@ -211,6 +211,7 @@ class PartitionState:
     counters: dict[str, BankCounters] = field(default_factory=dict)
     watermark: Watermark | None = None
     erasures: list[ErasureRecorded] = field(default_factory=list)
+    unopened: list[str] = field(default_factory=list)  # records this reader could not open
     end_offset: int = 0
     counts: Counter[str] = field(default_factory=Counter)
 
@@ -221,10 +222,8 @@ class PartitionState:
             self.records.pop(entry.memory_id, None)
             self.counts["shredded"] += isinstance(entry, Shredded)
         elif isinstance(entry, Unopened):
-            # A restore must be whole: deciding without a live memory would change decisions.
-            raise HindsightError(
-                f"state record {entry.memory_id!r} cannot be opened: {entry.reason}"
-            )
+            self.records.pop(entry.memory_id, None)
+            self.unopened.append(f"{entry.memory_id}: {entry.reason}")
         elif isinstance(entry, CountersEntry):
             if entry.counters is None:
                 self.counters.pop(entry.namespace, None)
