@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import sys
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
@@ -43,13 +44,26 @@ KeyState = Literal["live", "destroyed", "unknown"]
 KeyMessage = tuple[bytes, bytes | None]  # (Kafka key, value or None for a tombstone)
 
 
+class _Entry:
+    """A live key as the ring keeps it: every process holds every key, so a few hundred bytes
+    instead of a validated model (about 2 KB) per key."""
+
+    __slots__ = ("event_id", "namespace", "wrapped", "wrapper_id")
+
+    def __init__(self, record: DataKeyCreated) -> None:
+        self.namespace = sys.intern(record.namespace)
+        self.event_id = record.event_id
+        self.wrapper_id = sys.intern(record.wrapper_id)
+        self.wrapped = base64.b64decode(record.wrapped_b64)
+
+
 class KeyRing:
     """Known data keys (wrapped, and unwrapped on first use), destroyed keys and erasures."""
 
     def __init__(self, wrapper: KeyWrapper | None = None) -> None:
         self.wrapper = wrapper
         self._lock = threading.RLock()
-        self._created: dict[str, DataKeyCreated] = {}
+        self._created: dict[str, _Entry] = {}
         self._secrets: dict[str, bytes] = {}
         self._destroyed: dict[str, KeyDestroyed | None] = {}  # None: seen as a tombstone only
         self._erasures: dict[tuple[str, str], ErasureRecorded] = {}
@@ -87,7 +101,7 @@ class KeyRing:
         with self._lock:
             if record.key_id in self._destroyed:
                 return  # a destroyed key never comes back
-            self._created[record.key_id] = record
+            self._created[record.key_id] = _Entry(record)
             self._by_namespace[record.namespace].add(record.key_id)
             if record.event_id is not None:
                 self._by_event[(record.namespace, record.event_id)].add(record.key_id)
@@ -163,7 +177,7 @@ class KeyRing:
                     f"{self.wrapper.wrapper_id} (a different master key or KMS key)",
                 )
             secret = self.wrapper.unwrap(
-                base64.b64decode(record.wrapped_b64), key_id=key_id, namespace=record.namespace
+                record.wrapped, key_id=key_id, namespace=record.namespace
             )
             self._secrets[key_id] = secret
             return secret
@@ -178,6 +192,12 @@ class KeyRing:
                 f"key_id: data key {key_id!r} was destroyed; nothing seals with it"
             )
         return DataKey(key_id, namespace, secret)
+
+    def wrapped(self, key_id: str) -> bytes | None:
+        """The wrapped bytes of a live key (None once destroyed or never seen)."""
+        with self._lock:
+            entry = self._created.get(key_id)
+            return None if entry is None else entry.wrapped
 
     def namespace_of(self, key_id: str) -> str | None:
         with self._lock:

@@ -220,6 +220,8 @@ def prepare_batch(
         try:
             opened, envelope = open_input(message, keys)
             key_id = envelope.key_id if envelope is not None else None
+            if key_id is None:
+                batch.counts["plain_inputs"] += 1  # a raw producer's: it cannot be shredded
             decoded.append((message, opened))
         except DataKeyDestroyed as destroyed:
             decoded.append((message, Shredded(destroyed.key_id)))
