@@ -176,9 +176,7 @@ class KeyRing:
                     f"it is wrapped by {record.wrapper_id} and this process holds "
                     f"{self.wrapper.wrapper_id} (a different master key or KMS key)",
                 )
-            secret = self.wrapper.unwrap(
-                record.wrapped, key_id=key_id, namespace=record.namespace
-            )
+            secret = self.wrapper.unwrap(record.wrapped, key_id=key_id, namespace=record.namespace)
             self._secrets[key_id] = secret
             return secret
 

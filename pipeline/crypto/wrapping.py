@@ -96,19 +96,20 @@ def _read_master_key(path: Path) -> bytes:
 
 
 def load_master_key(settings: Settings) -> bytes:
-    """``HINDSIGHT_MASTER_KEY``, else ``<data_dir>/master.key`` — created (0600) if missing.
+    """``HINDSIGHT_MASTER_KEY``, else the key file (``HINDSIGHT_MASTER_KEY_FILE``, by default
+    ``<data_dir>/master.key``) — created (0600) if missing.
 
     Created atomically (written to a private temporary file, then hard-linked into place), so
     processes starting together agree on one key.
     """
     if settings.master_key_b64:
         return _decode_master_key(settings.master_key_b64, "HINDSIGHT_MASTER_KEY")
-    data_dir = Path(settings.data_dir)
-    path = data_dir / MASTER_KEY_FILE
+    path = settings.master_key_file or Path(settings.data_dir) / MASTER_KEY_FILE
     if path.exists():
         return _read_master_key(path)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    temporary = data_dir / f".{MASTER_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    temporary = directory / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}"
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(descriptor, "w") as handle:

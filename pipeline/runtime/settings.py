@@ -92,7 +92,8 @@ class Settings:
     # Crypto-shredding (docs/ERASURE.md): seal content with data keys before it reaches a topic.
     # Off only for the offline harness and unit tests; plain input is accepted either way.
     encryption: bool = True
-    master_key_b64: str | None = field(default=None, repr=False)  # else <data_dir>/master.key
+    master_key_b64: str | None = field(default=None, repr=False)  # else the master key file
+    master_key_file: Path | None = None  # default <data_dir>/master.key; created 0600 if missing
     key_wait_s: float = 15.0  # how long a stage waits for a data key it has not seen yet
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     recall: RecallPolicy = field(default_factory=RecallPolicy)
@@ -112,6 +113,8 @@ class Settings:
         changes: dict[str, object] = {}
         if "HINDSIGHT_DATA_DIR" in source:
             changes["data_dir"] = Path(source["HINDSIGHT_DATA_DIR"])
+        if source.get("HINDSIGHT_MASTER_KEY_FILE"):
+            changes["master_key_file"] = Path(source["HINDSIGHT_MASTER_KEY_FILE"])
         for key, attr in (
             ("HINDSIGHT_BOOTSTRAP", "bootstrap"),
             ("KAFKA_BOOTSTRAP", "bootstrap"),

@@ -101,6 +101,7 @@ async def wait_until(what: str, condition, timeout: float) -> float:  # type: ig
 def vector_needles(label: str, record: MemoryRecord) -> dict[str, bytes]:
     """A vector as Milvus and the prepared topic would hold it: float32 bytes, base64, JSON."""
     raw = np.asarray(record.vector, dtype="<f4").tobytes()
+    assert len(raw) == 4 * 384, "a real vector, or the needles would match anything"
     return {
         f"{label}:f32": raw[:64],
         f"{label}:f32-tail": raw[-64:],
@@ -219,7 +220,15 @@ async def test_an_erase_leaves_nothing_readable_in_any_file(
         by_content = {r.content: r for r in client.records(partly)}
         forgotten, kept = by_content[forgotten_text], by_content[kept_text]
         gone_records = client.records(gone)
-        assert len(gone_records) == 3
+        assert len(gone_records) >= 3  # the marker may make even the "thanks" a memory
+        # The vectors exactly as the pipeline wrote them (the hot index keeps its own copy).
+        written = {
+            e.record.id: e.record
+            for e in await state_entries(settings, client)
+            if isinstance(e, RecordEntry)
+        }
+        gone_records = [written[r.id] for r in gone_records]
+        forgotten = written[forgotten.id]
         # What must go: the markers of the erased turns, their vectors, every key of the erased
         # namespace and of the forgotten memory's turns — wrapped (as the topic holds them) and
         # in the clear (which must never have been written anywhere).
