@@ -105,6 +105,9 @@ class SourceTurn(BaseModel):
     topic: str | None = None
     partition: int | None = None
     offset: int | None = None
+    # The data key that sealed the turn (None for plain input): erasing the memory destroys it,
+    # and the record itself is sealed with its first source's key (docs/ERASURE.md).
+    key_id: str | None = None
 
 
 class MemoryRecord(BaseModel):

@@ -90,6 +90,8 @@ class Rejected(BaseModel):
     stage: str
     reason: str
     field: str | None = None
+    # The input's data key was destroyed: it was erased, not bad (no dead letter, I8).
+    shredded: bool = False
 
 
 InputEventUnion = Annotated[

@@ -5,8 +5,9 @@ Principals (SASL/SCRAM users):
 - ``hindsight-service`` the worker, the API and MCP servers: reads the input topics and writes
   the derived ones (and its Faust internals under ``app_id``); reads the keys topic but may not
   write it, so a compromised API process cannot mint keys.
-- ``hindsight-client``  an application that only publishes: may produce to the input topics and
-  nothing else (no reading any topic, not even its own writes).
+- ``hindsight-client``  an application that only publishes: may produce to the input log and to
+  the data-key topic (the keys that seal what it publishes) and nothing else (no reading any
+  topic, not even its own writes).
 The broker's own users (inter-broker, controller) are super users configured on the broker.
 
 ``acl_command_args`` renders a rule for Kafka's ``kafka-acls`` tool (``AclCommand``), which the
@@ -26,8 +27,9 @@ CLIENT_USER = "hindsight-client"
 
 Resource = Literal["topic", "group", "transactional-id"]
 
-# What a publishing client may write: the one input log (turns, commands, signals).
-CLIENT_WRITABLE: tuple[Role, ...] = ("events",)
+# What a publishing client may write: the one input log (turns, commands, signals) and, to seal
+# what it publishes (docs/ERASURE.md), the data keys it creates for it.
+CLIENT_WRITABLE: tuple[Role, ...] = ("events", "data_keys")
 
 
 @dataclass(frozen=True)

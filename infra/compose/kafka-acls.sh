@@ -15,4 +15,4 @@ ACLS=(/opt/kafka/bin/kafka-acls.sh --bootstrap-server kafka:9092 --command-confi
 "${ACLS[@]}" --add --force --allow-principal User:hindsight-service --operation Read --operation Write --operation Describe --operation DescribeConfigs --topic hindsight. --resource-pattern-type prefixed
 "${ACLS[@]}" --add --force --allow-principal User:hindsight-service --operation All --topic hindsight-worker --group hindsight-worker --transactional-id hindsight-worker --resource-pattern-type prefixed
 "${ACLS[@]}" --add --force --deny-principal User:hindsight-service --operation Write --topic hindsight.keys.v1 --resource-pattern-type literal
-"${ACLS[@]}" --add --force --allow-principal User:hindsight-client --operation Write --operation Describe --topic hindsight.events.v1 --resource-pattern-type literal
+"${ACLS[@]}" --add --force --allow-principal User:hindsight-client --operation Write --operation Describe --topic hindsight.events.v1 --topic hindsight.data-keys.v1 --resource-pattern-type literal

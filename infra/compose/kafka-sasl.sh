@@ -44,6 +44,9 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
+# An erase's destroyed data keys leave the segment files soon after they roll (docs/ERASURE.md):
+# the cleaner looks every second, not every 15.
+log.cleaner.backoff.ms=1000
 PROPERTIES
 
 cat >"$ADMIN_CONF" <<PROPERTIES

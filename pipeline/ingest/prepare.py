@@ -29,6 +29,8 @@ from typing import Any
 import faust
 from aiokafka import AIOKafkaProducer
 
+from pipeline.crypto.envelope import KeyLookup, seal, unseal
+from pipeline.crypto.keyring import KeyRing
 from pipeline.memory.rules.classify import classify
 from pipeline.memory.rules.extraction import extract_entities, extract_triplet, search_text
 from pipeline.memory.rules.llm_extraction import apply_extraction
@@ -40,7 +42,7 @@ from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.state_topic import make_producer
 from schemas.codec import decode_event, encode
-from schemas.errors import InvalidEvent
+from schemas.errors import DataKeyDestroyed, InvalidEvent, UnknownDataKey
 from schemas.events import (
     CommandIssued,
     ExtractionRecorded,
@@ -58,6 +60,7 @@ from schemas.prepared import (
     Vector,
     encode_vector,
 )
+from schemas.sealed import Sealed
 from topics.catalogue import consumer_group, topic_names
 
 log = logging.getLogger("hindsight.prepare")
@@ -90,9 +93,18 @@ class InputMessage:
 @dataclass
 class PreparedBatch:
     prepared: list[tuple[InputMessage, EventPrepared]] = field(default_factory=list)
+    # The Kafka value of each prepared event: sealed with its input's data key, or plain.
+    values: list[bytes] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     encode_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Shredded:
+    """An input whose data key was destroyed: it was erased, there is nothing to read."""
+
+    key_id: str
 
 
 def dead_letter(message: InputMessage, error: InvalidEvent) -> DeadLetter:
@@ -110,9 +122,17 @@ def dead_letter(message: InputMessage, error: InvalidEvent) -> DeadLetter:
     )
 
 
-def decode_input(message: InputMessage) -> InputEvent:
-    """Decode, upcast and validate; the key must be the namespace (it chose the partition, I3)."""
-    event = decode_event(message.value)
+def open_input(
+    message: InputMessage, keys: KeyLookup | None = None
+) -> tuple[InputEvent, Sealed | None]:
+    """Open (when sealed), decode, upcast and validate one input; with the envelope it came in.
+
+    The key must be the namespace (it chose the partition, I3), and a sealed event's envelope
+    must name the namespace the event says. Raises ``InvalidEvent``, ``UnknownDataKey`` or
+    ``DataKeyDestroyed``.
+    """
+    opened = unseal(message.value, keys, "events")
+    event = decode_event(opened.content)
     if not isinstance(event, TurnRecorded | CommandIssued | MemoriesRecalled):
         raise InvalidEvent(f"{event.event_type} does not belong on the input log", "event_type")
     if message.key is not None and message.key.decode("utf-8", "replace") != event.namespace:
@@ -121,7 +141,48 @@ def decode_input(message: InputMessage) -> InputEvent:
             "namespace",
             "route",
         )
-    return event
+    if opened.envelope is not None and opened.envelope.namespace != event.namespace:
+        raise InvalidEvent(
+            f"sealed for namespace {opened.envelope.namespace!r}, the event says "
+            f"{event.namespace!r}",
+            "namespace",
+            "unseal",
+        )
+    return event, opened.envelope
+
+
+def decode_input(message: InputMessage, keys: KeyLookup | None = None) -> InputEvent:
+    """``open_input`` without the envelope."""
+    return open_input(message, keys)[0]
+
+
+def _unknown_key(error: UnknownDataKey) -> InvalidEvent:
+    return InvalidEvent(str(error).removeprefix("key_id: "), "key_id", "unseal")
+
+
+def prepared_value(
+    prepared: EventPrepared, key_id: str | None, keys: KeyRing | None
+) -> tuple[EventPrepared, bytes]:
+    """The prepared event's Kafka value: sealed with its input's key, its input position plain.
+
+    A key destroyed since the input was opened turns the event into a shredded marker.
+    """
+    if key_id is None or prepared.event is None:
+        return prepared, encode(prepared)
+    if keys is None or keys.state(key_id) != "live":
+        shredded = EventPrepared(
+            source=prepared.source,
+            models=prepared.models,
+            rejected=Rejected(
+                stage="prepare",
+                reason=f"data key {key_id} was destroyed: the event was erased",
+                field="key_id",
+                shredded=True,
+            ),
+        )
+        return shredded, encode(shredded)
+    key = keys.data_key(key_id)
+    return prepared, seal(prepared, key.namespace, key, "prepared", source=prepared.source)
 
 
 def rules_analysis(turn: TurnRecorded, *, time_notes: bool = True) -> TurnAnalysis:
@@ -163,6 +224,7 @@ def prepare_batch(
     messages: Sequence[InputMessage],
     encoder: Encoder,
     extractions: Mapping[ExtractionKey, ExtractionRecorded] | None = None,
+    keys: KeyRing | None = None,
     *,
     time_notes: bool = True,
 ) -> PreparedBatch:
@@ -170,17 +232,30 @@ def prepare_batch(
     every forget query.
 
     ``extractions`` ((namespace, turn event id) → recorded LLM extraction) override the rules for
-    those turns; they come from the log, never from a live call here (I2).
+    those turns; they come from the log, never from a live call here (I2). ``keys`` opens sealed
+    inputs and seals each prepared event with its input's key; an input whose key was destroyed
+    passes on as a shredded marker, one whose key is unknown is dead-lettered.
     """
     batch = PreparedBatch()
     recorded = extractions or {}
     encoder_name = encoder_id(encoder)
-    decoded: list[tuple[InputMessage, InputEvent | InvalidEvent]] = []
+    decoded: list[tuple[InputMessage, InputEvent | InvalidEvent | Shredded]] = []
+    key_ids: list[str | None] = []
     for message in messages:
+        key_id = None
         try:
-            decoded.append((message, decode_input(message)))
+            opened, envelope = open_input(message, keys)
+            key_id = envelope.key_id if envelope is not None else None
+            if key_id is None:
+                batch.counts["plain_inputs"] += 1  # a raw producer's: it cannot be shredded
+            decoded.append((message, opened))
+        except DataKeyDestroyed as destroyed:
+            decoded.append((message, Shredded(destroyed.key_id)))
+        except UnknownDataKey as unknown:
+            decoded.append((message, _unknown_key(unknown)))
         except InvalidEvent as error:
             decoded.append((message, error))
+        key_ids.append(key_id)
 
     analyses: dict[int, TurnAnalysis] = {}
     used: dict[int, ExtractionRecorded] = {}
@@ -215,7 +290,19 @@ def prepare_batch(
             classifier=RULES_CLASSIFIER,
             extractor=used[index].extractor if index in used else None,
         )
-        if isinstance(event, InvalidEvent):
+        if isinstance(event, Shredded):
+            batch.counts["shredded"] += 1
+            prepared = EventPrepared(
+                source=message.position,
+                models=models,
+                rejected=Rejected(
+                    stage="prepare",
+                    reason=f"data key {event.key_id} was destroyed: the event was erased",
+                    field="key_id",
+                    shredded=True,
+                ),
+            )
+        elif isinstance(event, InvalidEvent):
             batch.dead_letters.append(dead_letter(message, event))
             batch.counts["dead_letters"] += 1
             prepared = EventPrepared(
@@ -247,7 +334,9 @@ def prepare_batch(
             batch.counts[event.event_type] += 1
             if turn_analysis is not None and not turn_analysis.remember:
                 batch.counts["filtered"] += 1
+        prepared, value = prepared_value(prepared, key_ids[index], keys)
         batch.prepared.append((message, prepared))
+        batch.values.append(value)
     return batch
 
 
@@ -260,10 +349,10 @@ async def publish_prepared(
         await producer.send(
             prepared_topic,
             key=message.key,
-            value=encode(prepared),
+            value=value,
             partition=message.partition,
         )
-        for message, prepared in batch.prepared
+        for (message, _), value in zip(batch.prepared, batch.values, strict=True)
     ]
     futures += [
         await producer.send(
@@ -289,6 +378,11 @@ def observe_batch(batch: PreparedBatch, encoder_name: str, seconds: float) -> No
         series.dead_letters.labels("prepare", dead_letter_reason(letter.stage, letter.field)).inc()
     series.encode_seconds.labels(encoder_name).observe(batch.encode_seconds)
     series.batch_seconds.labels("prepare").observe(seconds)
+
+
+def _ring(state: dict[str, Any]) -> KeyRing | None:
+    store = state.get("keys")
+    return None if store is None else store.ring
 
 
 def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
@@ -334,11 +428,14 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         )
         await producer.start()
         state["producer"] = producer
+        from pipeline.crypto.keystore import open_key_store
+
+        state["keys"] = await open_key_store(settings)
         if settings.llm_base_url:
             from pipeline.ingest.extractions import open_recorded_extractions
 
             state["extractions"] = await open_recorded_extractions(
-                settings, producer, call_llm=True
+                settings, producer, call_llm=True, keys=_ring(state)
             )
 
     @app.timer(interval=2.0)
@@ -351,6 +448,9 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         extractions = state.pop("extractions", None)
         if extractions is not None:
             await extractions.stop()
+        keys = state.pop("keys", None)
+        if keys is not None:
+            await keys.stop()
         producer = state.pop("producer", None)
         if producer is not None:
             await producer.stop()
@@ -374,6 +474,13 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                 )
                 for e in taken
             ]
+            if state["keys"] is not None:
+                # Every key is acked before the first value sealed with it; the follower may
+                # just not have read it yet. One still unknown after the wait is dead-lettered.
+                with stats.timed("keys"):
+                    await state["keys"].wait_for_values(
+                        [m.value for m in messages], settings.key_wait_s
+                    )
             extractions = None
             if "extractions" in state:
                 # Looked up, or asked and recorded (acks=all) before use (I2).
@@ -388,6 +495,7 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                         messages,
                         state["encoder"],
                         extractions,
+                        _ring(state),
                         time_notes=settings.memory.time_notes,
                     ),
                 )

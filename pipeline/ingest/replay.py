@@ -11,6 +11,13 @@ prepared topic named after it (``hindsight.prepared.v1.<encoder>``; resumable: i
 the last input offset already there), reusing recorded LLM extractions — never asking again
 unless ``re_extract`` asks for the explicit reprocess mode — and then consolidates from it.
 ``until`` keeps only events up to an event time: "what did we believe at T, and why?".
+
+Erased content stays erased (docs/ERASURE.md): prepared events whose data keys were destroyed
+are counted as ``shredded`` and only move the watermark, and every recorded erase
+(``ErasureRecorded`` on the data-key topic) is applied at its input position and written into the
+target state topic and ``erasures.jsonl`` — the erasure is an event the replay keeps. The snapshot
+and the Milvus file under ``into`` are user exports in the clear, not caches: an erase after the
+replay does not reach them.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from tqdm import tqdm
 
+from pipeline.crypto.envelope import KeyLookup, sealed_envelope, unseal
+from pipeline.crypto.keystore import TopicKeyStore, open_key_store
 from pipeline.ingest.commit import commit_output
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage, topics_out
 from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared
@@ -45,7 +54,9 @@ from pipeline.views.state_topic import (
     partition_ids,
 )
 from schemas.codec import decode_prepared
-from schemas.errors import HindsightError, InvalidEvent
+from schemas.data_keys import ErasureRecorded
+from schemas.errors import DataKeyDestroyed, HindsightError, InvalidEvent, UnknownDataKey
+from schemas.prepared import LogPosition
 from topics.admin import ensure_topics
 from topics.catalogue import TOPICS, prepared_topic, topic_names
 
@@ -57,6 +68,10 @@ async def read_partition(
     consumer: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int
 ) -> AsyncIterator[list[Any]]:
     """The messages of ``tp`` in ``[start, end)``, in order, a chunk at a time."""
+    if start >= end:
+        # Nothing to read; and assigning an empty partition after a read one leaves aiokafka
+        # 0.14's fetcher unable to stop (consumer.stop() hangs): do not touch it.
+        return
     consumer.assign([tp])
     consumer.seek(tp, start)
     while await consumer.position(tp) < end:
@@ -71,7 +86,12 @@ def _after(event_time: datetime | None, until: datetime | None) -> bool:
 
 
 async def reindex_into_prepared(
-    settings: Settings, encoder: Encoder, *, re_extract: bool = False, progress: bool = True
+    settings: Settings,
+    encoder: Encoder,
+    *,
+    re_extract: bool = False,
+    progress: bool = True,
+    keys: TopicKeyStore | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Re-run ``prepare`` with ``encoder`` into the prepared topic named after it.
 
@@ -84,11 +104,17 @@ async def reindex_into_prepared(
 
     names = topic_names(settings.topic_prefix)
     bootstrap = settings.bootstrap or ""
+    ring = None if keys is None else keys.ring
     producer = make_producer(bootstrap, "hindsight-reindex", settings.kafka)
     await producer.start()
     try:
         recorded = await open_recorded_extractions(
-            settings, producer, call_llm=re_extract, re_extract=re_extract, load_all=True
+            settings,
+            producer,
+            call_llm=re_extract,
+            re_extract=re_extract,
+            load_all=True,
+            keys=ring,
         )
     except BaseException:
         await producer.stop()
@@ -140,6 +166,7 @@ async def reindex_into_prepared(
                                 messages,
                                 encoder,
                                 extractions,
+                                ring,
                                 time_notes=settings.memory.time_notes,
                             ),
                         )
@@ -163,6 +190,15 @@ async def reindex_into_prepared(
     return target, summary
 
 
+def prepared_source(value: bytes | None) -> LogPosition | None:
+    """The input position of a prepared event — plain on a sealed envelope — or None."""
+    try:
+        envelope = sealed_envelope(value)
+        return envelope.source if envelope is not None else decode_prepared(value).source
+    except InvalidEvent:
+        return None
+
+
 async def _prepared_positions(bootstrap: str, topic: str, settings: Settings) -> dict[int, int]:
     """Per input partition, the next input offset a prepared topic still lacks (resume point)."""
     positions: dict[int, int] = {}
@@ -183,12 +219,11 @@ async def _prepared_positions(bootstrap: str, topic: str, settings: Settings) ->
             consumer.seek(tp, end - 1)
             fetched = await consumer.getmany(tp, timeout_ms=5_000)
             for message in fetched.get(tp, []):
-                try:
-                    prepared = decode_prepared(message.value)
-                except InvalidEvent:
+                source = prepared_source(message.value)
+                if source is None:
                     continue
-                positions[prepared.source.partition] = max(
-                    positions.get(prepared.source.partition, 0), prepared.source.offset + 1
+                positions[source.partition] = max(
+                    positions.get(source.partition, 0), source.offset + 1
                 )
     finally:
         await stop_consumer(consumer)
@@ -227,12 +262,16 @@ async def run_replay(
         reindex=reindex or reindex_with is not None or re_extract,
         until=until,
     )
+    # Every key (and every destruction) was written before the events that use it: read them all.
+    keys = None
     try:
+        keys = await open_key_store(settings)
         return await _replay(
             settings,
             into,
             tracker,
             prefix,
+            keys,
             reindex_with=reindex_with,
             reindex=reindex,
             until=until,
@@ -243,6 +282,20 @@ async def run_replay(
     except BaseException as error:
         tracker.fail(error)
         raise
+    finally:
+        if keys is not None:
+            await keys.stop()
+
+
+def recorded_erasures(
+    keys: TopicKeyStore | None, events_topic: str, until: datetime | None
+) -> dict[int, dict[int, ErasureRecorded]]:
+    """The erasure ledger by input partition and offset (only erases up to ``until``)."""
+    ledger: dict[int, dict[int, ErasureRecorded]] = {}
+    for erasure in [] if keys is None else keys.ring.erasures():
+        if erasure.source.topic == events_topic and not _after(erasure.at, until):
+            ledger.setdefault(erasure.source.partition, {})[erasure.source.offset] = erasure
+    return ledger
 
 
 async def _replay(
@@ -250,6 +303,7 @@ async def _replay(
     into: Path,
     tracker: ProgressWriter,
     prefix: str,
+    keys: TopicKeyStore | None,
     *,
     reindex_with: Encoder | None,
     reindex: bool,
@@ -262,6 +316,7 @@ async def _replay(
     into = into.resolve()
     into.mkdir(parents=True, exist_ok=True)
     bootstrap = settings.bootstrap
+    ring = None if keys is None else keys.ring
     reindex_summary: dict[str, Any] | None = None
     source_topic = topic_names(settings.topic_prefix)["prepared"]
     dimension = encoder_dimension(settings.encoder)
@@ -275,16 +330,18 @@ async def _replay(
         dimension = encoder.dimension
         tracker.phase("reindex")
         source_topic, reindex_summary = await reindex_into_prepared(
-            settings, encoder, re_extract=re_extract, progress=progress
+            settings, encoder, re_extract=re_extract, progress=progress, keys=keys
         )
     target = replace(settings, topic_prefix=prefix)
     await ensure_topics(
         bootstrap, prefix, settings.partitions, settings.replication_factor, settings.kafka
     )
-    out_topics = topics_out(target)
+    out_topics = topics_out(target, live=False)
     events_topic = topic_names(settings.topic_prefix)["events"]
+    ledger = recorded_erasures(keys, events_topic, until)
 
     snapshot = into / "memory-state.jsonl"
+    erasures_file = into / "erasures.jsonl"
     counts: Counter[str] = Counter()
     memories = active = done = 0
     started = time.perf_counter()
@@ -306,6 +363,7 @@ async def _replay(
         tracker.phase("consolidate", total)
         with (
             snapshot.open("wb") as out,
+            erasures_file.open("wb") as erased_out,
             tqdm(total=total, unit="event", desc="replay", disable=not progress) as bar,
         ):
             for tp in tps:
@@ -314,15 +372,23 @@ async def _replay(
                 )
                 await producer.start()
                 producers.append(producer)
-                tables = PartitionTables(tp.partition, events_topic, settings.memory)
+                tables = PartitionTables(
+                    tp.partition,
+                    events_topic,
+                    settings.memory,
+                    keys=ring,
+                    recorded_erasures=ledger.get(tp.partition, {}),
+                )
                 async for chunk in read_partition(consumer, tp, beginnings[tp], ends[tp]):
                     batch = [
                         PreparedMessage(m.topic, m.partition, m.offset, m.key, m.value)
                         for m in chunk
-                        if until is None or not _after(_event_time(m.value), until)
+                        if until is None or not _after(_event_time(m.value, ring), until)
                     ]
                     output = tables.apply_all(batch)
-                    await commit_output(producer, out_topics, output)
+                    await commit_output(producer, out_topics, output, keys=ring)
+                    for erasure in output.erasures:
+                        erased_out.write(orjson.dumps(erasure.model_dump(mode="json")) + b"\n")
                     counts.update(output.counts)
                     done += len(chunk)
                     bar.update(len(chunk))
@@ -345,7 +411,7 @@ async def _replay(
         tracker.phase("sink", done)
         sink_started = time.perf_counter()
         await _fill_milvus(
-            settings, out_topics.state, milvus_path, collection_for(prefix), dimension
+            settings, out_topics.state, milvus_path, collection_for(prefix), dimension, keys
         )
         sink_seconds = time.perf_counter() - sink_started
     tracker.finish(done)
@@ -361,19 +427,23 @@ async def _replay(
         "target_prefix": prefix,
         "prepared_topic": source_topic,
         "snapshot": str(snapshot),
+        "erasures": str(erasures_file),
+        "shredded": counts["shredded"],
         "reindex": reindex_summary,
         "until": until.isoformat() if until else None,
         "counts": dict(counts),
     }
 
 
-def _event_time(value: bytes | None) -> datetime | None:
+def _event_time(value: bytes | None, keys: KeyLookup | None) -> datetime | None:
     """The event time of a prepared event, without validating all of it (until filter)."""
     try:
-        payload = orjson.loads(value or b"{}")
+        payload = orjson.loads(unseal(value, keys, "prepared").content or b"{}")
         raw = payload["event"]["event_time"]
-    except (KeyError, TypeError, orjson.JSONDecodeError):
+    except (KeyError, TypeError, orjson.JSONDecodeError, InvalidEvent):
         return None
+    except (DataKeyDestroyed, UnknownDataKey):
+        return None  # erased: the tables count it as shredded
     try:
         return datetime.fromisoformat(raw)
     except (TypeError, ValueError):
@@ -381,7 +451,12 @@ def _event_time(value: bytes | None) -> datetime | None:
 
 
 async def _fill_milvus(
-    settings: Settings, state_topic: str, path: Path, collection: str, dimension: int
+    settings: Settings,
+    state_topic: str,
+    path: Path,
+    collection: str,
+    dimension: int,
+    keys: TopicKeyStore | None = None,
 ) -> None:
     """The sink's code over a whole state topic, into a fresh Milvus Lite file."""
     loop = asyncio.get_running_loop()
@@ -401,7 +476,8 @@ async def _fill_milvus(
         for tp in tps:
             async for chunk in read_partition(consumer, tp, 0, ends[tp]):
                 messages = [(m.key, m.value) for m in chunk]
-                await loop.run_in_executor(None, apply_to_view, view, messages)
+                ring = None if keys is None else keys.ring
+                await loop.run_in_executor(None, apply_to_view, view, messages, ring)
         await loop.run_in_executor(None, view.flush)
     finally:
         await stop_consumer(consumer)

@@ -263,6 +263,34 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_erase(args: argparse.Namespace) -> int:
+    async def action(client: Any) -> Any:
+        return await client.erase_namespace(
+            args.namespace, reason=args.reason, timeout=args.timeout
+        )
+
+    outcome = asyncio.run(_with_client(args, action))
+    erasure = outcome.erasure
+    payload = {
+        **outcome.receipt.__dict__,
+        "memory_ids": outcome.memory_ids,
+        "keys_destroyed": None if erasure is None else erasure.keys_destroyed,
+    }
+    if args.json:
+        _print_json(payload)
+    else:
+        keys = (
+            "no data keys (encryption off)"
+            if erasure is None
+            else (f"{erasure.keys_destroyed} data keys destroyed")
+        )
+        print(
+            f"erased namespace {args.namespace} ({outcome.receipt.event_id}): "
+            f"{len(outcome.memory_ids)} memories, {keys}"
+        )
+    return 0
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     async def action(client: Any) -> Any:
         return await client.inspect(args.namespace, args.memory_id)
@@ -445,6 +473,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_forget)
+
+    p = sub.add_parser(
+        "erase",
+        help="erase a whole namespace for good: its memories and every data key of its content",
+    )
+    stack_options(p)
+    p.add_argument("namespace")
+    p.add_argument("--reason")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_erase)
 
     p = sub.add_parser("inspect", help="show a memory with provenance and history")
     stack_options(p)

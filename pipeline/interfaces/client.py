@@ -6,6 +6,10 @@ the one input log ``hindsight.events.v1`` and returns where it landed (a ``Recei
 the hot recall view fed by the compacted state topic. A forget by query carries the query: the
 pipeline resolves it at the command's place in the log, so it sees the turns before it, and
 replay resolves it identically.
+
+With encryption on (the default) every event is sealed before it is published (docs/ERASURE.md):
+a turn and an erase each with a data key of their own, created and acknowledged (acks=all) on
+the data-key topic first; other commands and recall signals with the namespace's command key.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel, Field
 
+from pipeline.crypto.envelope import DataKey, seal
+from pipeline.crypto.keyring import KeyRing
+from pipeline.crypto.keystore import TopicKeyStore, open_key_store
+from pipeline.crypto.shredding import has_own_key
 from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.recall.context import format_context
 from pipeline.recall.engine import RecallEngine
@@ -33,6 +41,7 @@ from pipeline.runtime.metrics import metrics
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import StateFollower, make_producer, partition_for
 from schemas.codec import encode, validate
+from schemas.data_keys import ErasureRecorded
 from schemas.errors import HindsightError, InvalidEvent, MemoryNotFound, WatermarkTimeout
 from schemas.events import (
     CommandIssued,
@@ -68,6 +77,15 @@ class ForgetOutcome:
 
 
 REPUBLISHED_HEADER = "hindsight-republished-from"
+
+
+@dataclass(frozen=True)
+class ErasureOutcome:
+    """A whole-namespace erase, applied: the memories it took and the data keys it destroyed."""
+
+    receipt: Receipt
+    memory_ids: list[str]
+    erasure: ErasureRecorded | None  # None when encryption is off (nothing was shredded)
 
 
 class RecallResult(BaseModel):
@@ -114,11 +132,15 @@ class Hindsight:
         producer: AIOKafkaProducer,
         follower: StateFollower,
         index: HotIndex,
+        keys: TopicKeyStore | None = None,
     ) -> None:
         self.settings = settings
         self._producer = producer
         self._follower = follower
         self._index = index
+        self._keys = keys
+        self._namespace_keys: dict[str, DataKey] = {}
+        self._namespace_key_lock = asyncio.Lock()
         self._names = topic_names(settings.topic_prefix)
         self._encoder: Encoder | None = None
         self._engine: RecallEngine | None = None
@@ -138,36 +160,79 @@ class Hindsight:
         names = topic_names(settings.topic_prefix)
         producer = make_producer(settings.bootstrap, "hindsight-client", settings.kafka)
         await producer.start()
+        keys: TopicKeyStore | None = None
         index = HotIndex()
         freshness = FreshnessProbe()
-        follower = StateFollower(
-            settings.bootstrap,
-            names["memory_state"],
-            index.apply,
-            index.remove,
-            freshness.observe,
-            security=settings.kafka,
-        )
-        freshness.follower = follower
-        metrics().bind_view(index, lambda: follower.running and follower.failure is None)
+        follower: StateFollower | None = None
         client: Hindsight | None = None
         try:
+            # Keys first: the state follower opens sealed records with them.
+            keys = await open_key_store(settings, producer)
+            follower = StateFollower(
+                settings.bootstrap,
+                names["memory_state"],
+                index.apply,
+                index.remove,
+                freshness.observe,
+                security=settings.kafka,
+                keys=keys,
+                key_wait_s=settings.key_wait_s,
+            )
+            freshness.follower = follower
+            live = follower
+            metrics().bind_view(index, lambda: live.running and live.failure is None)
             await follower.start()
-            client = cls(settings, producer, follower, index)
+            client = cls(settings, producer, follower, index, keys)
             if encoder is not None:
                 client._set_encoder(encoder)
             yield client
         finally:
             if client is not None and client._offsets is not None:
                 await stop_consumer(client._offsets)
-            await follower.stop()
+            if follower is not None:
+                await follower.stop()
+            if keys is not None:
+                await keys.stop()
             await producer.stop()
 
+    @property
+    def keys(self) -> KeyRing | None:
+        """The data keys this client knows (None with encryption off): opens sealed values."""
+        return None if self._keys is None else self._keys.ring
+
+    @property
+    def key_store(self) -> TopicKeyStore | None:
+        return self._keys
+
     # -- writing -----------------------------------------------------------------------------
-    async def _publish(self, namespace: str, event: BaseModel, event_id: str) -> Receipt:
+    async def _namespace_key(self, namespace: str) -> DataKey:
+        """The namespace's command key of this client: created once, replaced once destroyed."""
+        assert self._keys is not None
+        async with self._namespace_key_lock:
+            key = self._namespace_keys.get(namespace)
+            if key is None or self._keys.ring.state(key.key_id) != "live":
+                key = self._namespace_keys[namespace] = await self._keys.new_key(namespace)
+            return key
+
+    async def _sealing_keys(self, events: Sequence[InputEvent]) -> list[DataKey | None]:
+        """The key each event is sealed with: its own (created now) or the namespace's."""
+        if self._keys is None:
+            return [None] * len(events)
+        own = [e for e in events if has_own_key(e)]
+        created = iter(await self._keys.new_keys([(e.namespace, e.event_id) for e in own]))
+        return [
+            next(created) if has_own_key(e) else await self._namespace_key(e.namespace)
+            for e in events
+        ]
+
+    def _value(self, event: InputEvent, key: DataKey | None) -> bytes:
+        return encode(event) if key is None else seal(event, event.namespace, key, "events")
+
+    async def _publish(self, namespace: str, event: InputEvent, event_id: str) -> Receipt:
         topic = self._names["events"]
+        [key] = await self._sealing_keys([event])
         metadata = await self._producer.send_and_wait(
-            topic, key=namespace.encode(), value=encode(event)
+            topic, key=namespace.encode(), value=self._value(event, key)
         )
         return Receipt(event_id, namespace, topic, metadata.partition, metadata.offset)
 
@@ -230,9 +295,10 @@ class Hindsight:
             for t in turns
         ]
         topic = self._names["events"]
+        keys = await self._sealing_keys(events)
         futures = [
-            await self._producer.send(topic, key=e.namespace.encode(), value=encode(e))
-            for e in events
+            await self._producer.send(topic, key=e.namespace.encode(), value=self._value(e, key))
+            for e, key in zip(events, keys, strict=True)
         ]
         results = await asyncio.gather(*futures)
         return [
@@ -356,6 +422,33 @@ class Hindsight:
         else:
             taken = self.changed_by(receipt)
         return ForgetOutcome(receipt, "erase" if hard else "forget", taken, True)
+
+    async def erase_namespace(
+        self, namespace: str, *, reason: str | None = None, timeout: float = 60.0
+    ) -> ErasureOutcome:
+        """Erase a whole namespace and wait until it is applied and its data keys are destroyed.
+
+        Both happen in one transaction of ``consolidate``; this also waits for the erasure record
+        on the data-key topic, so when it returns no key of the namespace opens anything any more
+        (compaction then removes the wrapped keys from the broker's files, docs/ERASURE.md).
+        """
+        check_namespace(namespace)
+        before = {r.id for r in self._index.records(namespace)}
+        receipt = await self.forget(namespace, whole_namespace=True, hard=True, reason=reason)
+        await self.wait_applied(receipt, timeout)
+        erasure = None
+        if self._keys is not None:
+            # Committed with the watermark we just saw: reading to the topic's end finds it.
+            await self._keys.catch_up(timeout)
+            erasure = self._keys.ring.erasure(namespace, receipt.event_id)
+            if erasure is None:
+                raise HindsightError(
+                    f"erase {receipt.event_id} of namespace {namespace!r} was applied but left no "
+                    "erasure record on the data-key topic: is consolidate older than this client?"
+                )
+        self._namespace_keys.pop(namespace, None)
+        after = {r.id for r in self._index.records(namespace)}
+        return ErasureOutcome(receipt, sorted(before - after), erasure)
 
     def changed_by(self, receipt: Receipt) -> list[str]:
         """Ids of the memories an applied command changed (read from their history).

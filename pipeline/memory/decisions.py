@@ -36,9 +36,10 @@ class PreparedTurn:
     turn: TurnRecorded
     analysis: TurnAnalysis
     vector: Vector | None
+    key_id: str | None = None  # the data key that sealed the turn (crypto-shredding)
 
 
-def _source(turn: TurnRecorded, position: Position) -> SourceTurn:
+def _source(turn: TurnRecorded, position: Position, key_id: str | None) -> SourceTurn:
     return SourceTurn(
         event_id=turn.event_id,
         session_id=turn.session_id,
@@ -48,20 +49,25 @@ def _source(turn: TurnRecorded, position: Position) -> SourceTurn:
         topic=position.topic,
         partition=position.partition,
         offset=position.offset,
+        key_id=key_id,
     )
 
 
 def decide_turn(
     bank: NamespaceBank, prepared: PreparedTurn, position: Position, policy: MemoryPolicy
 ) -> list[Change]:
-    """Dedup/confirm → segment → create → link → supersede, for one remembered turn."""
+    """Dedup/confirm → segment → create → link → supersede, for one remembered turn.
+
+    A turn forms one memory or confirms one (never both, never two): only that record gains the
+    turn as a source, so erasing it and destroying its sources' data keys touches no other memory.
+    """
     turn, analysis, vector = prepared.turn, prepared.analysis, prepared.vector
     if not analysis.remember or vector is None:
         return []
     new_id = memory_id(bank.namespace, [turn.event_id], analysis.content)
     if new_id in bank.records or bank.has_seen(turn.event_id):
         return []  # the same turn published twice (a client retry): it changes nothing
-    source = _source(turn, position)
+    source = _source(turn, position, prepared.key_id)
     ids, sims = bank.similarities(analysis.region, vector)
     order = np.argsort(-sims, kind="stable") if len(ids) else np.zeros(0, dtype=np.int64)
     confirmed = _confirmation(bank, prepared, source, ids, sims, order, new_id, policy)

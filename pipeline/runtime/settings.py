@@ -196,6 +196,12 @@ class Settings:
     auth: bool = True
     # Client side: the key this process presents (MCP stdio, the CLI's HTTP calls).
     api_key: str | None = field(default=None, repr=False)
+    # Crypto-shredding (docs/ERASURE.md): seal content with data keys before it reaches a topic.
+    # Off only for the offline harness and unit tests; plain input is accepted either way.
+    encryption: bool = True
+    master_key_b64: str | None = field(default=None, repr=False)  # else the master key file
+    master_key_file: Path | None = None  # default <data_dir>/master.key; created 0600 if missing
+    key_wait_s: float = 15.0  # how long a stage waits for a data key it has not seen yet
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     recall: RecallPolicy = field(default_factory=RecallPolicy)
 
@@ -214,6 +220,8 @@ class Settings:
         changes: dict[str, object] = {}
         if "HINDSIGHT_DATA_DIR" in source:
             changes["data_dir"] = Path(source["HINDSIGHT_DATA_DIR"])
+        if source.get("HINDSIGHT_MASTER_KEY_FILE"):
+            changes["master_key_file"] = Path(source["HINDSIGHT_MASTER_KEY_FILE"])
         for key, attr in (
             ("HINDSIGHT_BOOTSTRAP", "bootstrap"),
             ("KAFKA_BOOTSTRAP", "bootstrap"),
@@ -227,6 +235,7 @@ class Settings:
             ("HINDSIGHT_LLM_MODEL", "llm_model"),
             ("HINDSIGHT_LLM_API_KEY", "llm_api_key"),
             ("HINDSIGHT_API_KEY", "api_key"),
+            ("HINDSIGHT_MASTER_KEY", "master_key_b64"),
         ):
             if source.get(key):
                 changes.setdefault(attr, source[key])
@@ -252,6 +261,14 @@ class Settings:
             if threads < 1:
                 raise SettingsError(f"HINDSIGHT_ENCODER_THREADS: expected >= 1, got {threads}")
             changes["encoder_threads"] = threads
+        if "HINDSIGHT_ENCRYPTION" in source:
+            changes["encryption"] = _parse_bool(
+                "HINDSIGHT_ENCRYPTION", source["HINDSIGHT_ENCRYPTION"]
+            )
+        if "HINDSIGHT_KEY_WAIT_S" in source:
+            changes["key_wait_s"] = _parse_float(
+                "HINDSIGHT_KEY_WAIT_S", source["HINDSIGHT_KEY_WAIT_S"]
+            )
         settings = replace(base, **changes)  # type: ignore[arg-type]
         if settings.encoder not in ENCODER_NAMES:
             raise SettingsError(

@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from pipeline.crypto.envelope import open_input_event
 from pipeline.interfaces.auth import (
     NO_AUTH_WARNING,
     Authenticator,
@@ -46,8 +47,7 @@ from pipeline.runtime.stack import running_stack
 from pipeline.security.management import ensure_admin_key, write_private
 from pipeline.security.ring import following_keys
 from pipeline.views.state_topic import partition_ids
-from schemas.codec import decode_event
-from schemas.errors import HindsightError, InvalidEvent
+from schemas.errors import DataKeyDestroyed, HindsightError, InvalidEvent, UnknownDataKey
 from schemas.events import TurnRecorded
 from topics.catalogue import topic_names
 
@@ -135,9 +135,9 @@ class Ticker:
 
     def _observe(self, value: bytes | None) -> None:
         try:
-            event = decode_event(value)
-        except InvalidEvent:
-            return  # the worker dead-letters it; nothing to tick for
+            event = open_input_event(value, self._client.keys)
+        except (InvalidEvent, UnknownDataKey, DataKeyDestroyed):
+            return  # the worker dead-letters or shreds it; nothing to tick for
         if isinstance(event, TurnRecorded):
             self.schedule.observe(event.namespace, event.event_time)
 

@@ -86,7 +86,10 @@ def test_acl_rules_cover_every_input_topic_and_protect_the_keys_topic() -> None:
     assert {name for _, name in client[0].resources} == {
         TOPICS[role].name("p.") for role in CLIENT_WRITABLE
     }
-    assert [name for _, name in client[0].resources] == ["p.hindsight.events.v1"]
+    assert [name for _, name in client[0].resources] == [
+        "p.hindsight.events.v1",
+        "p.hindsight.data-keys.v1",
+    ]
     assert set(client[0].operations) == {"Write", "Describe"}  # no Read anywhere
     denies = [r for r in rules if r.permission == "deny"]
     assert [(r.principal, r.resources, r.operations) for r in denies] == [

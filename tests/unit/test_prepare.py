@@ -229,6 +229,7 @@ def test_one_encoder_call_for_the_remembered_turns_and_the_forget_queries() -> N
         "filtered": 1,
         "CommandIssued": 2,
         "MemoriesRecalled": 1,
+        "plain_inputs": 6,  # no envelope: a raw producer's input cannot be shredded
     }
 
 
