@@ -182,6 +182,7 @@ async def reindex_into_prepared(
     counts.update(recorded.drain_counts())
     summary = {
         "prepared_topic": target,
+        "encoder": model,
         "events": counts["events"],
         "seconds": round(elapsed, 3),
         "events_per_s": round(counts["events"] / elapsed, 1) if elapsed > 0 else None,
