@@ -31,9 +31,11 @@ from aiokafka import AIOKafkaProducer
 
 from pipeline.crypto.envelope import KeyLookup, seal, unseal
 from pipeline.crypto.keyring import KeyRing
+from pipeline.ingest.policies import PolicyBook
 from pipeline.memory.rules.classify import classify
 from pipeline.memory.rules.extraction import extract_entities, extract_triplet, search_text
 from pipeline.memory.rules.llm_extraction import apply_extraction
+from pipeline.memory.rules.redaction import policy_step
 from pipeline.memory.rules.slots import NEVER_UPDATES, slot_of
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
 from pipeline.runtime.kafka import faust_credentials
@@ -51,6 +53,7 @@ from schemas.events import (
     TurnRecorded,
 )
 from schemas.memory import DeadLetter, Slot
+from schemas.policy import NamespacePolicies
 from schemas.prepared import (
     EventPrepared,
     LogPosition,
@@ -98,6 +101,9 @@ class PreparedBatch:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     encode_seconds: float = 0.0
+    # Namespaces whose policy history a set_policy in this batch changed: recorded (acks=all)
+    # on the policies topic before the prepared events go out.
+    policy_changes: dict[str, NamespacePolicies] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,20 @@ def prepared_value(
     return prepared, seal(prepared, key.namespace, key, "prepared", source=prepared.source)
 
 
+def _under_policy(
+    batch: PreparedBatch, policies: PolicyBook, message: InputMessage, event: InputEvent
+) -> InputEvent:
+    step = policy_step(event, message.partition, message.offset, policies)
+    if step.history is not None:
+        policies[step.history.namespace] = batch.policy_changes[step.history.namespace] = (
+            step.history
+        )
+    if step.redacted is not None:
+        batch.counts["redacted_turns"] += 1
+        batch.counts["redacted_values"] += len(step.redacted.spans)
+    return step.event
+
+
 def rules_analysis(turn: TurnRecorded, *, time_notes: bool = True) -> TurnAnalysis:
     """The rules' filter, kind, importance, triplet and entities for a turn (no vector yet)."""
     decision = classify(turn.text)
@@ -227,6 +247,7 @@ def prepare_batch(
     keys: KeyRing | None = None,
     *,
     time_notes: bool = True,
+    policies: PolicyBook | None = None,
 ) -> PreparedBatch:
     """Prepare a batch: one encoder call for every remembered turn (and its slot frame) and
     every forget query.
@@ -234,7 +255,9 @@ def prepare_batch(
     ``extractions`` ((namespace, turn event id) → recorded LLM extraction) override the rules for
     those turns; they come from the log, never from a live call here (I2). ``keys`` opens sealed
     inputs and seals each prepared event with its input's key; an input whose key was destroyed
-    passes on as a shredded marker, one whose key is unknown is dead-lettered.
+    passes on as a shredded marker, one whose key is unknown is dead-lettered. ``policies`` (each
+    namespace's policy history, updated in place by the batch's ``set_policy`` commands) redacts
+    turns before they are classified, extracted or encoded; the original stays only in the log.
     """
     batch = PreparedBatch()
     recorded = extractions or {}
@@ -246,6 +269,8 @@ def prepare_batch(
         try:
             opened, envelope = open_input(message, keys)
             key_id = envelope.key_id if envelope is not None else None
+            if policies is not None:
+                opened = _under_policy(batch, policies, message, opened)
             if key_id is None:
                 batch.counts["plain_inputs"] += 1  # a raw producer's: it cannot be shredded
             decoded.append((message, opened))
@@ -431,6 +456,9 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         from pipeline.crypto.keystore import open_key_store
 
         state["keys"] = await open_key_store(settings)
+        from pipeline.ingest.policies import open_policy_store
+
+        state["policies"] = await open_policy_store(settings, producer)
         if settings.llm_base_url:
             from pipeline.ingest.extractions import open_recorded_extractions
 
@@ -451,6 +479,9 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         keys = state.pop("keys", None)
         if keys is not None:
             await keys.stop()
+        policies = state.pop("policies", None)
+        if policies is not None:
+            await policies.stop()
         producer = state.pop("producer", None)
         if producer is not None:
             await producer.stop()
@@ -481,11 +512,17 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                     await state["keys"].wait_for_values(
                         [m.value for m in messages], settings.key_wait_s
                     )
+            # Histories another worker wrote before it handed this partition over (cheap when
+            # nothing changed: one end-offsets request).
+            with stats.timed("policies"):
+                await state["policies"].catch_up()
+            book = state["policies"].book
             extractions = None
             if "extractions" in state:
-                # Looked up, or asked and recorded (acks=all) before use (I2).
+                # Looked up, or asked and recorded (acks=all) before use (I2); the LLM sees
+                # turns as redacted as the rules do.
                 with stats.timed("extractions"):
-                    extractions = await state["extractions"].for_batch(messages)
+                    extractions = await state["extractions"].for_batch(messages, dict(book))
             started = time.perf_counter()
             with stats.timed("prepare"):
                 batch = await loop.run_in_executor(
@@ -497,8 +534,11 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                         extractions,
                         _ring(state),
                         time_notes=settings.memory.time_notes,
+                        policies=book,
                     ),
                 )
+            if batch.policy_changes:
+                await state["policies"].record(batch.policy_changes.values())
             with stats.timed("publish"):
                 await publish_prepared(state["producer"], settings, batch, names["prepared"])
             observe_batch(batch, encoder_id(state["encoder"]), time.perf_counter() - started)
