@@ -13,13 +13,20 @@ type Schemas = components["schemas"];
 
 /** Where a turn landed in the log; pass it (or its `offset`) to `recall({ waitFor })`. */
 export type TurnReceipt = Schemas["TurnReceipt"];
+/** Where another event the server published landed, e.g. a recall's reinforcement `signal`. */
+export type Receipt = Schemas["Receipt"];
 export type RecallResult = Schemas["RecallResult"];
 export type RecalledMemory = Schemas["RecalledMemory"];
+export type RecallTrace = Schemas["RecallTrace"];
+/** Provenance: a turn a memory came from, its place in the input log and its data key. */
+export type SourceTurn = Schemas["SourceTurn"];
+export type Slot = Schemas["Slot"];
 /** A memory with its provenance (the turns it came from) and history of changes. */
 export type Memory = Schemas["MemoryOut"];
 export type ForgetResult = Schemas["ForgetOut"];
 export type Stats = Schemas["StatsOut"];
 export type Health = Schemas["Health"];
+export type Ready = Schemas["Ready"];
 export type ErrorBody = Schemas["ErrorBody"];
 export type FieldError = Schemas["FieldError"];
 export type Region = Schemas["MemoryOut"]["region"];
@@ -65,8 +72,8 @@ export interface RetainOptions {
 }
 
 export interface RecallOptions {
-  /** Read-your-writes: a retain receipt (or its offset) the views must have applied first. */
-  waitFor?: Pick<TurnReceipt, "offset"> | number;
+  /** Read-your-writes: a receipt (or its offset) the views must have applied first. */
+  waitFor?: Pick<TurnReceipt | Receipt, "offset"> | number;
   /** Seconds the server may wait for `waitFor` (default 30, at most 300); then a 504. */
   waitTimeoutSeconds?: number;
   /** Recall as of this time; default: now. */
@@ -89,7 +96,10 @@ export type ForgetTarget =
 export interface ForgetOptions {
   /** Erase: nothing readable is left behind (default: soft forget, kept for audit). */
   hard?: boolean;
-  /** Return once the views applied the command (default true). */
+  /**
+   * Return once the views applied the command (default true). Without waiting, or when the wait
+   * runs out, `applied` is false and `memory_ids` is empty: the command is in the log and applies.
+   */
   wait?: boolean;
   waitTimeoutSeconds?: number;
   reason?: string;
@@ -97,6 +107,8 @@ export interface ForgetOptions {
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 const DEFAULT_WAIT_SECONDS = 30;
+// /readyz answers 503 with its usual body while the view catches up.
+const NOT_READY = 503;
 
 function isoTime(value: Date | string | undefined): string | undefined {
   return value instanceof Date ? value.toISOString() : value;
@@ -194,6 +206,11 @@ export class Hindsight {
     return this.#request("GET", "/healthz");
   }
 
+  /** Whether the recall view is caught up; not ready (a 503) is answered, not thrown. */
+  async ready(): Promise<Ready> {
+    return this.#request("GET", "/readyz", undefined, 0, NOT_READY);
+  }
+
   #namespacePath(namespace: string, ...rest: string[]): string {
     const parts = [namespace, ...rest].map((part) => encodeURIComponent(part));
     return `/v1/namespaces/${parts.join("/")}`;
@@ -204,6 +221,7 @@ export class Hindsight {
     path: string,
     body?: object,
     serverWaitSeconds = 0,
+    bodyStatus?: number,
   ): Promise<T> {
     const headers: Record<string, string> = { accept: "application/json" };
     if (body !== undefined) headers["content-type"] = "application/json";
@@ -215,7 +233,7 @@ export class Hindsight {
       signal: AbortSignal.timeout(this.#timeoutMs + serverWaitSeconds * 1000),
     });
     const text = await response.text();
-    if (!response.ok) {
+    if (!response.ok && response.status !== bodyStatus) {
       throw errorFrom(response.status, response.statusText, text);
     }
     return JSON.parse(text) as T;

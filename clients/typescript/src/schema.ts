@@ -326,6 +326,7 @@ export interface components {
             /** Entities */
             entities?: string[];
             triplet?: components["schemas"]["Triplet"] | null;
+            slot?: components["schemas"]["Slot"] | null;
             /** Base Importance */
             base_importance: number;
             /**
@@ -597,6 +598,40 @@ export interface components {
             offset: number;
         };
         /**
+         * Slot
+         * @description What a statement's slot looks like with its values masked (pipeline/memory/rules/slots.py).
+         *
+         *     ``prepare`` computes it and embeds ``frame`` in the same encoder call as the turn; the record
+         *     keeps it, so a restored bank decides updates exactly as the live one did (I2).
+         */
+        Slot: {
+            /** Frame */
+            frame: string;
+            /** Terms */
+            terms?: string[];
+            /** Values */
+            values?: string[];
+            /** Subjects */
+            subjects?: string[];
+            /**
+             * Moment
+             * @default false
+             */
+            moment: boolean;
+            /**
+             * Additive
+             * @default false
+             */
+            additive: boolean;
+            /**
+             * Question
+             * @default false
+             */
+            question: boolean;
+            /** Vector B64 */
+            vector_b64?: string | null;
+        };
+        /**
          * SourceTurn
          * @description Provenance: a turn this memory came from, and where it sits in the input log.
          */
@@ -620,6 +655,8 @@ export interface components {
             partition?: number | null;
             /** Offset */
             offset?: number | null;
+            /** Key Id */
+            key_id?: string | null;
         };
         /** StatsOut */
         StatsOut: {
@@ -1043,15 +1080,6 @@ export interface operations {
             };
             /** @description The key ring is unavailable. */
             503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description command not applied in time */
-            504: {
                 headers: {
                     [name: string]: unknown;
                 };
