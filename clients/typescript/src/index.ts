@@ -25,6 +25,8 @@ export type Slot = Schemas["Slot"];
 export type Memory = Schemas["MemoryOut"];
 export type ForgetResult = Schemas["ForgetOut"];
 export type Stats = Schemas["StatsOut"];
+export type Policy = Schemas["PolicyIn"];
+export type RedactionSettings = Schemas["RedactionSettings"];
 export type Health = Schemas["Health"];
 export type Ready = Schemas["Ready"];
 export type ErrorBody = Schemas["ErrorBody"];
@@ -197,6 +199,22 @@ export class Hindsight {
     return this.#request("GET", path);
   }
 
+  /** The memory with redacted values put back from the original turns (an `admin` key). */
+  async inspectRevealed(namespace: string, memoryId: string): Promise<Memory> {
+    const path = this.#namespacePath(namespace, "memories", memoryId);
+    return this.#request("GET", `${path}?reveal=true`);
+  }
+
+  /** Redact the namespace's turns from this point of its log on (an `admin` key). */
+  async setPolicy(namespace: string, redaction: RedactionSettings): Promise<TurnReceipt> {
+    return this.#request("PUT", this.#namespacePath(namespace, "policy"), { redaction });
+  }
+
+  /** The namespace's policy as the pipeline last recorded it (an `admin` key). */
+  async policy(namespace: string): Promise<Policy> {
+    return this.#request("GET", this.#namespacePath(namespace, "policy"));
+  }
+
   /** Counts by status, kind and region, and the applied offset per input partition. */
   async stats(namespace: string): Promise<Stats> {
     return this.#request("GET", this.#namespacePath(namespace, "stats"));
@@ -217,7 +235,7 @@ export class Hindsight {
   }
 
   async #request<T>(
-    method: "GET" | "POST",
+    method: "GET" | "POST" | "PUT",
     path: string,
     body?: object,
     serverWaitSeconds = 0,

@@ -201,6 +201,25 @@ describe("Hindsight HTTP API from TypeScript", { skip }, () => {
     assert.equal(byStatus, stats.memories);
   });
 
+  test("a redaction policy hides emails and an admin can reveal them", async () => {
+    const hs = client();
+    const namespace = freshNamespace();
+    const policy = await hs.setPolicy(namespace, { enabled: true, kinds: ["EMAIL"] });
+    const receipt = await hs.retain(namespace, "Send the invoices to ap@example.org please.", {
+      speaker: "dan",
+      sessionId: "s1",
+    });
+    assert.ok(receipt.offset > policy.offset);
+    const result = await hs.recall(namespace, "where do invoices go?", { waitFor: receipt });
+    const hit = result.memories.find((m) => m.content.includes("[EMAIL_1]"));
+    assert.ok(hit, JSON.stringify(result));
+    assert.ok(!result.context.includes("ap@example.org"), result.context);
+    const revealed = await hs.inspectRevealed(namespace, hit.id);
+    assert.ok(revealed.content.includes("ap@example.org"), revealed.content);
+    // Recorded by the pipeline before the turn after it was prepared, so visible now.
+    assert.deepEqual((await hs.policy(namespace)).redaction.kinds, ["EMAIL"]);
+  });
+
   test("invalid input is a 422 that names the field", async () => {
     const hs = client();
     const namespace = freshNamespace();

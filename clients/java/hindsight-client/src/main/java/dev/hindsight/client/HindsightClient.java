@@ -120,6 +120,25 @@ public final class HindsightClient {
         return send("GET", namespacePath(namespace, "memories", memoryId), null, Duration.ZERO, Memory.class);
     }
 
+    /**
+     * The memory with the values redaction replaced put back, read from the original turns in
+     * the log; needs a key with {@code admin} on the namespace (403 otherwise).
+     */
+    public Memory inspectRevealed(String namespace, String memoryId) {
+        String path = namespacePath(namespace, "memories", memoryId) + "?reveal=true";
+        return send("GET", path, null, Duration.ZERO, Memory.class);
+    }
+
+    /** Set the namespace's redaction from this point of its log on ({@code admin}). */
+    public TurnReceipt setPolicy(String namespace, RedactionSettings redaction) {
+        return send("PUT", namespacePath(namespace, "policy"), new Policy(redaction), Duration.ZERO, TurnReceipt.class);
+    }
+
+    /** The namespace's policy as the pipeline last recorded it ({@code admin}). */
+    public Policy policy(String namespace) {
+        return send("GET", namespacePath(namespace, "policy"), null, Duration.ZERO, Policy.class);
+    }
+
     public Stats stats(String namespace) {
         return send("GET", namespacePath(namespace, "stats"), null, Duration.ZERO, Stats.class);
     }

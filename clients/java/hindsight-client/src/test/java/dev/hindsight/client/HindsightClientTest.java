@@ -189,6 +189,22 @@ class HindsightClientTest {
     }
 
     @Test
+    void aRedactionPolicyHidesEmailsAndAnAdminCanRevealThem() {
+        TurnReceipt policy = memory.setPolicy(namespace, new RedactionSettings(true, List.of("EMAIL"), null));
+        TurnReceipt receipt = memory.retain(namespace, "Send the invoices to ap@example.org please.", "dan", "s1");
+        assertTrue(receipt.offset() > policy.offset());
+        RecallResult result = memory.recall(namespace, RecallRequest.of("Where do invoices go?").waitFor(receipt));
+        RecalledMemory hit = result.memories().stream()
+                .filter(m -> m.content().contains("[EMAIL_1]"))
+                .findFirst()
+                .orElseThrow(() -> new AssertionError("no redacted memory: " + result));
+        assertTrue(!result.context().contains("ap@example.org"), result.context());
+        assertTrue(memory.inspectRevealed(namespace, hit.id()).content().contains("ap@example.org"));
+        // Recorded by the pipeline before the turn after it was prepared, so visible now.
+        assertEquals(List.of("EMAIL"), memory.policy(namespace).redaction().kinds());
+    }
+
+    @Test
     void statsCountWhatWasRetained() {
         assertEquals(0, memory.stats(namespace).memories());
         TurnReceipt receipt =
@@ -273,6 +289,8 @@ class HindsightClientTest {
                 Map.entry("ForgetIn", ForgetRequest.class),
                 Map.entry("ForgetOut", ForgetResult.class),
                 Map.entry("StatsOut", Stats.class),
+                Map.entry("PolicyIn", Policy.class),
+                Map.entry("RedactionSettings", RedactionSettings.class),
                 Map.entry("Health", Health.class),
                 Map.entry("Ready", Ready.class),
                 Map.entry("ErrorBody", ErrorBody.class),
