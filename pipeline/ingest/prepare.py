@@ -442,29 +442,35 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
     app.hindsight_stats = stats  # type: ignore[attr-defined]
 
     async def open_stage() -> None:
-        if "producer" in state:
+        """Open what the stage needs, once; after a failure the agent's restart resumes here
+        with whatever did open (so a missing topic is reported again, never a KeyError)."""
+        if state.get("ready"):
             return
-        loop = asyncio.get_running_loop()
-        state["encoder"] = encoder or await loop.run_in_executor(
-            None, load_encoder, settings.encoder, settings.encoder_threads
-        )
-        producer = make_producer(
-            settings.bootstrap or "", f"{settings.app_id}-prepare", settings.kafka
-        )
-        await producer.start()
-        state["producer"] = producer
         from pipeline.crypto.keystore import open_key_store
-
-        state["keys"] = await open_key_store(settings)
         from pipeline.ingest.policies import open_policy_store
 
-        state["policies"] = await open_policy_store(settings, producer)
-        if settings.llm_base_url:
+        loop = asyncio.get_running_loop()
+        if "encoder" not in state:
+            state["encoder"] = encoder or await loop.run_in_executor(
+                None, load_encoder, settings.encoder, settings.encoder_threads
+            )
+        if "producer" not in state:
+            producer = make_producer(
+                settings.bootstrap or "", f"{settings.app_id}-prepare", settings.kafka
+            )
+            await producer.start()
+            state["producer"] = producer
+        if "keys" not in state:
+            state["keys"] = await open_key_store(settings)
+        if "policies" not in state:
+            state["policies"] = await open_policy_store(settings, state["producer"])
+        if settings.llm_base_url and "extractions" not in state:
             from pipeline.ingest.extractions import open_recorded_extractions
 
             state["extractions"] = await open_recorded_extractions(
-                settings, producer, call_llm=True, keys=_ring(state)
+                settings, state["producer"], call_llm=True, keys=_ring(state)
             )
+        state["ready"] = True
 
     @app.timer(interval=2.0)
     async def write_stats() -> None:
