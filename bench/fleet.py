@@ -111,11 +111,17 @@ async def wait_consolidated(
         await asyncio.sleep(poll_s)  # polling the state topic's watermarks, with a deadline
 
 
-async def live_records(settings: Settings) -> dict[str, MemoryRecord]:
-    """Every current record in the deployment's state topic (committed data only)."""
+async def live_records(
+    settings: Settings, keys_of: Settings | None = None
+) -> dict[str, MemoryRecord]:
+    """Every current record in the deployment's state topic (committed data only).
+
+    Records are sealed with their memories' data keys, which live with the deployment whose log
+    they came from: ``keys_of`` names it when ``settings`` is a replay's target prefix.
+    """
     names = topic_names(settings.topic_prefix)
     records: dict[str, MemoryRecord] = {}
-    keys = await open_key_store(settings)  # records are sealed with their memories' data keys
+    keys = await open_key_store(keys_of or settings)
     try:
         for partition in await partition_ids(settings.bootstrap or "", names["memory_state"]):
             state = await read_state_partition(
@@ -136,7 +142,7 @@ async def replayed_records(
     """Replay the prepared log into a fresh prefix; its records (with vectors) and summary."""
     summary = await run_replay(settings, into, progress=False, milvus=False)
     target = replace(settings, topic_prefix=summary["target_prefix"])
-    return await live_records(target), summary
+    return await live_records(target, keys_of=settings), summary
 
 
 def dumps(

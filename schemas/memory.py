@@ -67,6 +67,9 @@ class Slot(BaseModel):
     terms: list[str] = Field(default_factory=list)  # the frame's content words
     values: list[str] = Field(default_factory=list)  # canonical values: "number:4500", "state:done"
     subjects: list[str] = Field(default_factory=list)  # values at the start: what it is about
+    # Values the statement says were left ("moved from MySQL to …", 从MySQL换成…): still named,
+    # but no longer the value.
+    departed: list[str] = Field(default_factory=list)
     moment: bool = False  # told as something that happened at one time (yesterday, 上周…)
     additive: bool = False  # adds to what was said ("also", 也)
     question: bool = False  # asks rather than states

@@ -27,7 +27,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel, Field
 
-from pipeline.crypto.envelope import DataKey, seal, unseal
+from pipeline.crypto.envelope import DataKey, open_input_event, seal
 from pipeline.crypto.keyring import KeyRing
 from pipeline.crypto.keystore import TopicKeyStore, open_key_store
 from pipeline.crypto.shredding import has_own_key
@@ -42,7 +42,7 @@ from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.metrics import metrics
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import StateFollower, make_producer, partition_for
-from schemas.codec import decode_event, encode, validate
+from schemas.codec import encode, validate
 from schemas.data_keys import ErasureRecorded
 from schemas.errors import (
     DataKeyDestroyed,
@@ -702,7 +702,7 @@ class Hindsight:
             await stop_consumer(consumer)
         for message in fetched.get(tp, []):
             try:
-                event = decode_event(unseal(message.value, self.keys, "events").content)
+                event = open_input_event(message.value, self.keys)
             except (InvalidEvent, DataKeyDestroyed, UnknownDataKey):
                 return None
             return event if isinstance(event, TurnRecorded) else None

@@ -25,6 +25,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from pipeline.crypto.envelope import sealed_envelope, unseal
+from pipeline.crypto.keystore import open_key_store
 from pipeline.ingest.prepare import rules_analysis
 from pipeline.ingest.replay import run_replay
 from pipeline.interfaces.client import Hindsight
@@ -160,7 +162,9 @@ async def connected(own_settings: Settings, encoder: Encoder) -> AsyncIterator[H
 
 
 async def read_extractions(settings: Settings) -> list[ExtractionRecorded]:
+    """The extractions topic as recorded: each one sealed with its turn's data key."""
     topic = topic_names(settings.topic_prefix)["extractions"]
+    keys = await open_key_store(settings)
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
     await consumer.start()
     try:
@@ -172,12 +176,17 @@ async def read_extractions(settings: Settings) -> list[ExtractionRecorded]:
         for tp in tps:
             while await consumer.position(tp) < ends[tp]:
                 for message in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
-                    event = decode_event(message.value)
+                    assert sealed_envelope(message.value) is not None  # never in plain text
+                    ring = None if keys is None else keys.ring
+                    opened = unseal(message.value, ring, "extractions").content
+                    event = decode_event(opened)
                     assert isinstance(event, ExtractionRecorded)
                     events.append(event)
         return events
     finally:
         await consumer.stop()
+        if keys is not None:
+            await keys.stop()
 
 
 def snapshot(path: str) -> list[MemoryRecord]:

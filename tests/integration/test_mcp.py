@@ -37,6 +37,9 @@ def _mcp_args(settings: Settings, *extra: str) -> list[str]:
         settings.topic_prefix,
         "--partitions",
         str(settings.partitions),
+        # The stack's data dir holds its master key: the server opens sealed records with it.
+        "--data-dir",
+        str(settings.data_dir),
         *extra,
     ]
 

@@ -78,9 +78,7 @@ async def test_a_policy_redacts_what_follows_it_and_an_admin_can_reveal(
     )
     assert "7946 0000" in earlier.text  # retained before the policy: left as it was
 
-    stored = await app_client.get(
-        f"/v1/namespaces/{namespace}/policy", headers=_bearer(admin_key)
-    )
+    stored = await app_client.get(f"/v1/namespaces/{namespace}/policy", headers=_bearer(admin_key))
     assert stored.status_code == 200
     assert stored.json()["redaction"]["kinds"] == ["EMAIL", "PHONE"]
 

@@ -18,7 +18,9 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from schemas.codec import decode_event
+from pipeline.crypto.envelope import open_input_event
+from pipeline.crypto.keystore import open_key_store
+from pipeline.runtime.settings import Settings
 from schemas.events import CommandIssued
 from topics.catalogue import topic_names
 
@@ -50,7 +52,13 @@ def _cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return result
 
 
-async def _ticks_for(bootstrap: str, prefix: str, namespace: str, timeout: float) -> list[str]:
+async def _ticks_for(
+    bootstrap: str, prefix: str, namespace: str, timeout: float, data_dir: Path
+) -> list[str]:
+    """The commands of ``namespace`` on the input log, opened with the stack's data keys."""
+    keys = await open_key_store(
+        Settings(bootstrap=bootstrap, topic_prefix=prefix, data_dir=data_dir)
+    )
     consumer = AIOKafkaConsumer(
         topic_names(prefix)["events"],
         bootstrap_servers=bootstrap,
@@ -65,11 +73,15 @@ async def _ticks_for(bootstrap: str, prefix: str, namespace: str, timeout: float
             batches = await consumer.getmany(timeout_ms=500)
             for messages in batches.values():
                 for message in messages:
-                    event = decode_event(message.value)
+                    if keys is not None:
+                        await keys.wait_for_values([message.value], 15.0)
+                    event = open_input_event(message.value, None if keys is None else keys.ring)
                     if isinstance(event, CommandIssued) and event.namespace == namespace:
                         found.append(event.command)
     finally:
         await consumer.stop()
+        if keys is not None:
+            await keys.stop()
     return found
 
 
@@ -133,7 +145,9 @@ async def test_up_serves_the_cli_and_stops_cleanly(
             assert (await http.get(path, headers=bearer)).status_code == 200
 
         # The ticker published a tick for the namespace that just had a turn.
-        assert "tick" in await _ticks_for(kafka_bootstrap, prefix, namespace, timeout=30)
+        assert "tick" in await _ticks_for(
+            kafka_bootstrap, prefix, namespace, timeout=30, data_dir=tmp_path
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         try:

@@ -220,3 +220,28 @@ def test_a_bank_restored_between_the_two_statements_still_supersedes() -> None:
 def test_a_question_states_no_value() -> None:
     assert slot_of("Is the dev server still on port 8080?").question
     assert reason("Is the dev server on port 8080?", "dev server port is 5173", 0.95) is None
+
+
+# -- switches: "from <the old value> to <the new one>" ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "departed"),
+    [
+        ("We moved from MySQL to PostgreSQL for billing.", ["name:mysql"]),
+        ("我们从MySQL换成了PostgreSQL。", ["name:mysql"]),
+        ("I work from 9 to 5.", []),  # a range of numbers, not a switch
+        ("We use PostgreSQL now.", []),
+    ],
+)
+def test_a_switch_names_the_value_it_leaves(text: str, departed: list[str]) -> None:
+    assert slot_of(text).departed == departed
+
+
+def test_a_switch_supersedes_the_value_it_leaves_even_when_it_still_names_it() -> None:
+    older = "We use MySQL for the billing database."
+    newer = "We moved from MySQL to PostgreSQL for billing."
+    assert reason(older, newer, 0.61) is not None  # the frames are only near (0.61)
+    assert reason(older, "We moved the logs from MySQL to PostgreSQL.", 0.4) is None  # not near
+    # Leaving a value the older statement does not hold says nothing about it.
+    assert reason(older, "We moved from Oracle to PostgreSQL for billing.", 0.61) is None

@@ -39,7 +39,9 @@ async def open_dashboard(
     settings: Settings, client: Hindsight, reader: LogReader
 ) -> AsyncIterator[Dashboard]:
     names = topic_names(settings.topic_prefix)
-    hub = ChangeFeedHub(settings.bootstrap or "", names["memory_updates"], reader, settings.kafka)
+    hub = ChangeFeedHub(
+        settings.bootstrap or "", names["memory_updates"], reader, settings.kafka, client.key_store
+    )
     await hub.start()
     try:
         yield Dashboard(settings, client, reader, hub)

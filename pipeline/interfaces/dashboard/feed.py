@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from pipeline.crypto.keystore import TopicKeyStore
 from pipeline.interfaces.dashboard.views import decode_change
 from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import KafkaSecurity
@@ -38,8 +39,14 @@ class Subscription:
 
 class ChangeFeedHub:
     def __init__(
-        self, bootstrap: str, topic: str, reader: LogReader, security: KafkaSecurity | None = None
+        self,
+        bootstrap: str,
+        topic: str,
+        reader: LogReader,
+        security: KafkaSecurity | None = None,
+        keys: TopicKeyStore | None = None,
     ) -> None:
+        self._keys = keys
         self._bootstrap = bootstrap
         self._security = security
         self._topic = topic
@@ -83,8 +90,13 @@ class ChangeFeedHub:
             while True:
                 batches = await self._consumer.getmany(timeout_ms=500, max_records=1000)
                 for messages in batches.values():
+                    if self._keys is not None:
+                        # Entries are sealed with their memories' keys; a key written a moment
+                        # ago may not have reached this process's key store yet.
+                        await self._keys.wait_for_values([m.value for m in messages], 10.0)
+                    ring = None if self._keys is None else self._keys.ring
                     for message in messages:
-                        change = decode_change(message.value)
+                        change = decode_change(message.value, ring)
                         if change is not None:
                             self._publish(change)
         except asyncio.CancelledError:

@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from sse_starlette import EventSourceResponse
 
+from pipeline.crypto.envelope import open_input_event
 from pipeline.interfaces.dashboard import UI_PATH, Dashboard
 from pipeline.interfaces.dashboard.access import COOKIE, check_key, dashboard_operator
 from pipeline.interfaces.dashboard.views import (
@@ -48,8 +49,7 @@ from pipeline.runtime.metrics import metrics
 from pipeline.runtime.progress import progress_path, read_progress
 from pipeline.views.log_reader import LogMessage
 from pipeline.views.state_topic import partition_for
-from schemas.codec import decode_event
-from schemas.errors import HindsightError, InvalidEvent
+from schemas.errors import DataKeyDestroyed, HindsightError, InvalidEvent, UnknownDataKey
 from schemas.events import check_namespace
 from schemas.memory import KINDS, REGIONS, MemoryChanged
 from topics.catalogue import topic_names
@@ -250,7 +250,7 @@ async def memory(
         message = None
         if source.topic is not None and source.partition is not None and source.offset is not None:
             message = await reader.read_at(source.topic, source.partition, source.offset)
-        sources.append(source_view(source, message))
+        sources.append(source_view(source, message, board.client.keys))
 
     names = topic_names(board.settings.topic_prefix)
     updates = names["memory_updates"]
@@ -260,7 +260,7 @@ async def memory(
     if partitions:
         partition = partition_for(namespace, len(partitions))
         messages, first, begin = await reader.read_tail(updates, partition, FEED_WINDOW, feed_skip)
-        feed = feed_entries(messages, record.id)
+        feed = feed_entries(messages, record.id, board.client.keys)
         window = {
             "partition": partition,
             "first": first,
@@ -307,7 +307,7 @@ async def namespace_timeline(
         )
         older = first > begin
         scanned = f"{topic}[{partition}] from offset {first}"
-    items = timeline(messages, namespace, board.client.records(namespace))
+    items = timeline(messages, namespace, board.client.records(namespace), board.client.keys)
     return _page(
         request,
         "timeline.html",
@@ -461,8 +461,8 @@ async def republish(
         return _error(request, 404, f"No dead letter at {topic}[{partition}]@{offset}.")
     try:
         raw = corrected_bytes(value, encoding)
-        event = decode_event(raw)
-    except InvalidEvent as failure:
+        event = open_input_event(raw, board.client.keys)
+    except (InvalidEvent, UnknownDataKey, DataKeyDestroyed) as failure:
         return _page(
             request,
             "republish.html",

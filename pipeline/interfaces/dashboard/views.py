@@ -14,10 +14,10 @@ from datetime import datetime, timedelta
 
 import orjson
 
+from pipeline.crypto.envelope import KeyLookup, open_input_event, unseal
 from pipeline.memory.rules.decay import activation_at
 from pipeline.views.log_reader import LogMessage
-from schemas.codec import decode_event
-from schemas.errors import InvalidEvent
+from schemas.errors import DataKeyDestroyed, InvalidEvent, UnknownDataKey
 from schemas.events import CommandIssued, InputEvent, MemoriesRecalled, TurnRecorded
 from schemas.memory import (
     KINDS,
@@ -323,11 +323,13 @@ class FeedEntry:
     offset: int
 
 
-def feed_entries(messages: Iterable[LogMessage], memory_id: str) -> list[FeedEntry]:
+def feed_entries(
+    messages: Iterable[LogMessage], memory_id: str, keys: KeyLookup | None = None
+) -> list[FeedEntry]:
     """Change-feed entries that touched ``memory_id`` (as the subject or as a related id)."""
     found: list[FeedEntry] = []
     for message in messages:
-        change = decode_change(message.value)
+        change = decode_change(message.value, keys)
         if change is not None and (
             memory_id == change.memory_id or memory_id in change.related_ids
         ):
@@ -335,12 +337,14 @@ def feed_entries(messages: Iterable[LogMessage], memory_id: str) -> list[FeedEnt
     return found
 
 
-def decode_change(value: bytes | None) -> MemoryChanged | None:
+def decode_change(value: bytes | None, keys: KeyLookup | None = None) -> MemoryChanged | None:
+    """A change-feed entry, opened with the data keys when sealed (None: unreadable or erased)."""
     if value is None:
         return None
     try:
-        return MemoryChanged.model_validate(orjson.loads(value))
-    except (orjson.JSONDecodeError, ValueError):
+        content = unseal(value, keys, "memory_updates").content
+        return MemoryChanged.model_validate(orjson.loads(content or b""))
+    except (orjson.JSONDecodeError, ValueError, InvalidEvent, UnknownDataKey, DataKeyDestroyed):
         return None
 
 
@@ -353,14 +357,18 @@ class SourceView:
     note: str
 
 
-def source_view(source: SourceTurn, message: LogMessage | None) -> SourceView:
+def source_view(
+    source: SourceTurn, message: LogMessage | None, keys: KeyLookup | None = None
+) -> SourceView:
     if source.offset is None:
         return SourceView(source, None, "log position not recorded (a record from before v0.2)")
     if message is None:
         return SourceView(source, None, "no longer in the log (retention, compaction or erase)")
     try:
-        event = decode_event(message.value)
-    except InvalidEvent as error:
+        event = open_input_event(message.value, keys)
+    except DataKeyDestroyed:
+        return SourceView(source, None, "erased: the turn's data key was destroyed")
+    except (InvalidEvent, UnknownDataKey) as error:
         return SourceView(source, None, f"unreadable at that position: {error}")
     if not isinstance(event, TurnRecorded) or event.event_id != source.event_id:
         return SourceView(source, None, "a different event sits at that position")
@@ -385,7 +393,10 @@ class TimelineItem:
 
 
 def timeline(
-    messages: Iterable[LogMessage], namespace: str, records: Iterable[MemoryRecord]
+    messages: Iterable[LogMessage],
+    namespace: str,
+    records: Iterable[MemoryRecord],
+    keys: KeyLookup | None = None,
 ) -> list[TimelineItem]:
     """The namespace's input events in event time, each turn with the memories it formed."""
     formed: dict[str, list[MemoryRecord]] = {}
@@ -395,9 +406,9 @@ def timeline(
     items: list[TimelineItem] = []
     for message in messages:
         try:
-            event = decode_event(message.value)
-        except InvalidEvent:
-            continue  # the dead letters show it
+            event = open_input_event(message.value, keys)
+        except (InvalidEvent, UnknownDataKey, DataKeyDestroyed):
+            continue  # the dead letters show it, or it was erased
         if event.namespace != namespace:
             continue  # another namespace on the same partition
         item = TimelineItem(event.event_time, event, message)

@@ -333,12 +333,36 @@ def _in_subject_position(text: str, span: Span) -> bool:
 _ZH_VERB_BEFORE = re.compile(r"[在用是去到住从为叫有给跟和对把]")
 
 
+# A switch names the value it leaves in a from-phrase: "moved from MySQL to PostgreSQL",
+# "switched from Vim to VS Code", 从MySQL换成PostgreSQL, 由钉钉改用飞书. Only named things count:
+# "from 9 to 5" is a range, not a switch.
+_FROM_TO = re.compile(r"\bfrom\s+(.{1,60}?)\s+(?:to|onto|over to)\b", re.I)
+_ZH_FROM_TO = re.compile(
+    r"[从由](.{1,20}?)(?:换成|换到|换为|改成|改为|改用|转到|转成|迁到|迁移到|切到|切换到|升级到)"
+)
+_SWITCHABLE_KINDS = frozenset({"name", "identifier", "quoted"})
+
+
+def departed_values(text: str, spans: list[Span]) -> list[str]:
+    """The named values inside a switch's from-phrase."""
+    regions = [m.span(1) for pattern in (_FROM_TO, _ZH_FROM_TO) for m in pattern.finditer(text)]
+    return list(
+        dict.fromkeys(
+            s.value
+            for s in spans
+            if s.kind in _SWITCHABLE_KINDS
+            and any(start <= s.start and s.end <= end for start, end in regions)
+        )
+    )
+
+
 def slot_of(text: str) -> Slot:
     """The statement's slot signal, without its vector (``prepare`` embeds ``frame``)."""
     spans = value_spans(text)
     frame = masked(text, spans)
     return Slot(
         frame=frame,
+        departed=departed_values(text, spans),
         subjects=list(dict.fromkeys(s.value for s in spans if _in_subject_position(text, s))),
         terms=list(dict.fromkeys(t for t in tokenize(frame) if t != MASK)),
         values=list(dict.fromkeys(s.value for s in spans)),
@@ -469,7 +493,11 @@ def _kinds_of(values: tuple[str, ...]) -> set[str]:
 def changed_values(older: Slot, newer: Slot) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The values only the older statement has, and those only the newer one has."""
     # Relative times ("next week", 今年) frame a statement; they are not the value that changed.
-    old_values = tuple(v for v in older.values if v not in newer.values and _kind(v) != "time")
+    old_values = tuple(
+        v
+        for v in older.values
+        if (v not in newer.values or v in newer.departed) and _kind(v) != "time"
+    )
     new_values = tuple(v for v in newer.values if v not in older.values and _kind(v) != "time")
     return old_values, new_values
 
@@ -489,6 +517,8 @@ def names_two_slots(
     subjects = {*older.subjects, *newer.subjects}
     if any(v in subjects for v in (*old_values, *new_values)):
         return True  # the changed value is what each statement is about: two things
+    if set(newer.departed) & set(older.values):
+        return False  # "from <the older value> to …": the newer one says it is the same slot
     if old_values and new_values:
         if (
             not subject_known
@@ -526,10 +556,12 @@ def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotU
             new_values = _own_words(newer.signal, older.signal)
     if not old_values or not new_values:
         return None  # nothing replaced: a restatement or an elaboration
+    # "from <the older value> to …" says which slot it is about: the frame need only be near.
+    leaves_older_value = bool(set(newer.signal.departed) & set(older.signal.values))
     if names_two_slots(older.signal, newer.signal, old_values, new_values):
         return None
     same_slot = (trusted and cosine >= policy.slot_cosine) or (
-        cosine >= policy.slot_cosine_floor and shares_words
+        cosine >= policy.slot_cosine_floor and (shares_words or leaves_older_value)
     )
     if not same_slot:
         return None

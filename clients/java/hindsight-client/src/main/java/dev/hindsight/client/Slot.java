@@ -10,6 +10,7 @@ import java.util.List;
  * @param terms the frame's content words
  * @param values canonical values, such as {@code number:4500} or {@code state:done}
  * @param subjects the values at the start: what the statement is about
+ * @param departed values a switch says were left ("moved from MySQL to ...")
  * @param moment told as something that happened at one time ("yesterday")
  * @param additive adds to what was said ("also") rather than replacing it
  * @param question asks rather than states
@@ -20,6 +21,7 @@ public record Slot(
         List<String> terms,
         List<String> values,
         List<String> subjects,
+        List<String> departed,
         boolean moment,
         boolean additive,
         boolean question,
