@@ -653,6 +653,8 @@ export interface components {
             values?: string[];
             /** Subjects */
             subjects?: string[];
+            /** Departed */
+            departed?: string[];
             /**
              * Moment
              * @default false
