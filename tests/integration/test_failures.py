@@ -26,6 +26,7 @@ from bench.fleet import (
     replayed_records,
     wait_consolidated,
 )
+from pipeline.crypto.keystore import open_key_store
 from pipeline.interfaces.client import Hindsight
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import FollowerFailed, StateFollower
@@ -65,11 +66,13 @@ async def test_a_failed_follower_names_its_cause_instead_of_timing_out(
         def broken(record: MemoryRecord) -> None:
             raise RuntimeError(f"hot index rejected {record.id}")
 
+        keys = await open_key_store(own_settings)  # the records are sealed
         follower = StateFollower(
             own_settings.bootstrap or "",
             topic_names(own_settings.topic_prefix)["memory_state"],
             lambda _r: None,
             lambda _k: None,
+            keys=keys,
         )
         await follower.start()
         try:
@@ -84,6 +87,8 @@ async def test_a_failed_follower_names_its_cause_instead_of_timing_out(
                 follower.check()
         finally:
             await follower.stop()
+            if keys is not None:
+                await keys.stop()
     finally:
         fleet.stop_all()
 

@@ -110,9 +110,19 @@ async def test_the_client_principal_may_only_produce_to_the_input_topics(
     client = _security(secured, CLIENT_USER)
     admin = _security(secured, ADMIN_USER)
     assert await _produce(secured.bootstrap, NAMES["events"], client) >= 0
-    for derived in ("prepared", "memory_state", "memory_updates", "extractions", "keys"):
+    # The data keys that seal what it publishes (docs/ERASURE.md), and nothing derived.
+    assert await _produce(secured.bootstrap, NAMES["data_keys"], client) >= 0
+    derived_roles = (
+        "prepared",
+        "memory_state",
+        "memory_updates",
+        "extractions",
+        "keys",
+        "policies",
+    )
+    for role in derived_roles:
         with pytest.raises(TopicAuthorizationFailedError):
-            await _produce(secured.bootstrap, NAMES[derived], client)  # type: ignore[index]
+            await _produce(secured.bootstrap, NAMES[role], client)  # type: ignore[index]
     # Reading: the topics hold data (the admin reads it back), the client gets none of it.
     # Without Describe (state) the topic has no partitions for it, so nothing arrives; with
     # Describe but no Read (the input log) the fetch is refused.
