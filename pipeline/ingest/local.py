@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pipeline.ingest.commit import PartitionOutput
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage
 from pipeline.ingest.prepare import ExtractionKey, InputMessage, prepare_batch
+from pipeline.models.classifier import TurnClassifier
 from pipeline.models.encoders import Encoder
 from pipeline.runtime.settings import MemoryPolicy
 from pipeline.views.state_topic import PartitionState, partition_for
@@ -44,8 +45,10 @@ class LocalPipeline:
         partitions: int = 1,
         topic_prefix: str = "",
         extractions: Mapping[ExtractionKey, ExtractionRecorded] | None = None,
+        classifier: TurnClassifier | None = None,
     ) -> None:
         self.encoder = encoder
+        self.classifier = classifier  # None: the rules decide, as prepare_batch does
         self.policy = policy or MemoryPolicy()
         self.partitions = partitions
         names = topic_names(topic_prefix)
@@ -90,7 +93,7 @@ class LocalPipeline:
             pending = log.inputs[start:]
             for index in range(0, len(pending), batch_size):
                 chunk = pending[index : index + batch_size]
-                batch = prepare_batch(chunk, self.encoder, self.extractions)
+                batch = prepare_batch(chunk, self.encoder, self.extractions, self.classifier)
                 for message, prepared in batch.prepared:
                     log.prepared.append(
                         PreparedMessage(

@@ -28,10 +28,11 @@ from typing import Any
 import faust
 from aiokafka import AIOKafkaProducer
 
-from pipeline.memory.rules.classify import classify
+from pipeline.memory.rules.classify import Classification, classify, decided, not_remembered
 from pipeline.memory.rules.extraction import extract_entities, extract_triplet
 from pipeline.memory.rules.llm_extraction import apply_extraction
-from pipeline.models.encoders import Encoder, encoder_id, load_encoder
+from pipeline.models.classifier import TurnClassifier, TurnVerdict, classifier_for
+from pipeline.models.encoders import Encoder, Vectors, encoder_id, load_encoder
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.state_topic import make_producer
@@ -119,9 +120,33 @@ def decode_input(message: InputMessage) -> InputEvent:
     return event
 
 
+def search_text_of(turn: TurnRecorded) -> str:
+    """What the indexes and the learned classifier see of a turn.
+
+    The speaker frames the text for the indexes (pronouns, "my", who said it).
+    """
+    return f"{turn.speaker}: {turn.text}"
+
+
 def rules_analysis(turn: TurnRecorded) -> TurnAnalysis:
     """The rules' filter, kind, importance, triplet and entities for a turn (no vector yet)."""
-    decision = classify(turn.text)
+    return analysis_for(turn, classify(turn.text))
+
+
+def learned_classification(turn: TurnRecorded, verdict: TurnVerdict) -> Classification:
+    """The learned model's filter and kind; importance, region and the exact rules as always."""
+    if not verdict.remember:
+        return not_remembered(verdict.reason)
+    return decided(turn.text, verdict.kind, verdict.reason)
+
+
+def learned_analysis(turn: TurnRecorded, verdict: TurnVerdict) -> TurnAnalysis:
+    """The analysis of a turn the learned classifier judged from its search text's vector."""
+    return analysis_for(turn, learned_classification(turn, verdict))
+
+
+def analysis_for(turn: TurnRecorded, decision: Classification) -> TurnAnalysis:
+    """A turn's analysis once its filter, kind and importance are decided (no vector yet)."""
     return TurnAnalysis(
         remember=decision.remember,
         kind=decision.kind,
@@ -129,8 +154,7 @@ def rules_analysis(turn: TurnRecorded) -> TurnAnalysis:
         base_importance=decision.base_importance,
         reason=decision.reason,
         content=turn.text,
-        # The speaker frames the text for the indexes (pronouns, "my", who said it).
-        search_text=f"{turn.speaker}: {turn.text}",
+        search_text=search_text_of(turn),
         triplet=extract_triplet(turn.text, turn.speaker) if decision.remember else None,
         entities=extract_entities(turn.text) if decision.remember else [],
     )
@@ -140,15 +164,19 @@ def prepare_batch(
     messages: Sequence[InputMessage],
     encoder: Encoder,
     extractions: Mapping[ExtractionKey, ExtractionRecorded] | None = None,
+    classifier: TurnClassifier | None = None,
 ) -> PreparedBatch:
-    """Prepare a batch: one encoder call for every remembered turn and every forget query.
+    """Prepare a batch: one encoder call for the turns and the forget queries.
 
-    ``extractions`` ((namespace, turn event id) → recorded LLM extraction) override the rules for
+    With a learned ``classifier`` every turn's search text is embedded, because the filter reads
+    that vector; with ``None`` the rules decide first and only remembered turns are embedded.
+    ``extractions`` ((namespace, turn event id) → recorded LLM extraction) override either for
     those turns; they come from the log, never from a live call here (I2).
     """
     batch = PreparedBatch()
     recorded = extractions or {}
     encoder_name = encoder_id(encoder)
+    classifier_name = classifier.id if classifier is not None else RULES_CLASSIFIER
     decoded: list[tuple[InputMessage, InputEvent | InvalidEvent]] = []
     for message in messages:
         try:
@@ -157,31 +185,38 @@ def prepare_batch(
             decoded.append((message, error))
 
     analyses: dict[int, TurnAnalysis] = {}
+    to_classify: dict[int, TurnRecorded] = {}  # turns the learned classifier decides
     used: dict[int, ExtractionRecorded] = {}
     texts: list[str] = []
     text_of: dict[int, int] = {}
     for index, (_, event) in enumerate(decoded):
         if isinstance(event, TurnRecorded):
-            analysis = rules_analysis(event)
             record = recorded.get((event.namespace, event.event_id))
             if record is not None:
-                analysis = apply_extraction(event, analysis, record)
+                analyses[index] = apply_extraction(event, rules_analysis(event), record)
                 used[index] = record
-            analyses[index] = analysis
-            if analysis.remember:
+            elif classifier is None:
+                analyses[index] = rules_analysis(event)
+            else:
+                to_classify[index] = event
                 text_of[index] = len(texts)
-                texts.append(analysis.search_text)
+                texts.append(search_text_of(event))
+            if index in analyses and analyses[index].remember:
+                text_of[index] = len(texts)
+                texts.append(analyses[index].search_text)
         elif isinstance(event, CommandIssued) and event.query is not None:
             text_of[index] = len(texts)
             texts.append(event.query)
     started = time.perf_counter()
     vectors = encoder.encode(texts)
     batch.encode_seconds = time.perf_counter() - started
+    if classifier is not None and to_classify:
+        analyses.update(classify_turns(classifier, to_classify, vectors, text_of))
 
     for index, (message, event) in enumerate(decoded):
         models = ModelIds(
             encoder=encoder_name,
-            classifier=RULES_CLASSIFIER,
+            classifier=classifier_name,
             extractor=used[index].extractor if index in used else None,
         )
         if isinstance(event, InvalidEvent):
@@ -195,7 +230,7 @@ def prepare_batch(
         else:
             vector = vectors[text_of[index]] if index in text_of else None
             turn_analysis = analyses.get(index)
-            if turn_analysis is not None and vector is not None:
+            if turn_analysis is not None and vector is not None and turn_analysis.remember:
                 turn_analysis = turn_analysis.model_copy(
                     update={"vector_b64": encode_vector(vector)}
                 )
@@ -215,6 +250,23 @@ def prepare_batch(
                 batch.counts["filtered"] += 1
         batch.prepared.append((message, prepared))
     return batch
+
+
+def classify_turns(
+    classifier: TurnClassifier,
+    turns: Mapping[int, TurnRecorded],
+    vectors: Vectors,
+    row_of: Mapping[int, int],
+) -> dict[int, TurnAnalysis]:
+    """The learned analyses of ``turns`` (by batch index) from their rows of the batch's vectors."""
+    order = list(turns)
+    verdicts = classifier.classify_many(
+        [turns[index].text for index in order], vectors[[row_of[index] for index in order]]
+    )
+    return {
+        index: learned_analysis(turns[index], verdict)
+        for index, verdict in zip(order, verdicts, strict=True)
+    }
 
 
 async def publish_prepared(
@@ -278,6 +330,11 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         state["encoder"] = encoder or await loop.run_in_executor(
             None, load_encoder, settings.encoder
         )
+        state["classifier"] = classifier_for(settings.classifier, state["encoder"].name)
+        log.info(
+            "prepare: classifier %s",
+            state["classifier"].id if state["classifier"] is not None else RULES_CLASSIFIER,
+        )
         producer = make_producer(settings.bootstrap or "", f"{settings.app_id}-prepare")
         await producer.start()
         state["producer"] = producer
@@ -328,7 +385,12 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                     extractions = await state["extractions"].for_batch(messages)
             with stats.timed("prepare"):
                 batch = await loop.run_in_executor(
-                    None, prepare_batch, messages, state["encoder"], extractions
+                    None,
+                    prepare_batch,
+                    messages,
+                    state["encoder"],
+                    extractions,
+                    state["classifier"],
                 )
             with stats.timed("publish"):
                 await publish_prepared(state["producer"], settings, batch, names["prepared"])

@@ -32,6 +32,7 @@ from pipeline.ingest.commit import commit_output
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage, topics_out
 from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared
 from pipeline.ingest.sink import apply_to_view, collection_for
+from pipeline.models.classifier import classifier_for
 from pipeline.models.encoders import Encoder, encoder_dimension, encoder_id, load_encoder
 from pipeline.runtime.settings import Settings
 from pipeline.views.milvus import MilvusView
@@ -99,6 +100,7 @@ async def reindex_into_prepared(
     except BaseException:
         await producer.stop()
         raise
+    classifier = classifier_for(settings.classifier, encoder.name)
     revision = recorded.revision if re_extract else recorded.latest_revision
     model = encoder_id(encoder) if revision == 0 else f"{encoder_id(encoder)}.x{revision}"
     target = prepared_topic(settings.topic_prefix, model)
@@ -136,7 +138,7 @@ async def reindex_into_prepared(
                         ]
                         extractions = await recorded.for_batch(messages)
                         batch = await asyncio.get_running_loop().run_in_executor(
-                            None, prepare_batch, messages, encoder, extractions
+                            None, prepare_batch, messages, encoder, extractions, classifier
                         )
                         await publish_prepared(producer, settings, batch, target)
                         counts.update(batch.counts)

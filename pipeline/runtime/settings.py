@@ -37,6 +37,9 @@ def _parse_int(name: str, raw: str) -> int:
         raise SettingsError(f"{name}: expected an integer, got {raw!r}") from error
 
 
+CLASSIFIERS = ("learned", "rules")
+
+
 @dataclass(frozen=True)
 class MemoryPolicy:
     """Decision thresholds; defaults are the seeds' numbers until a benchmark shows better."""
@@ -78,6 +81,9 @@ class Settings:
     replication_factor: int = 1
     app_id: str = "hindsight-worker"
     encoder: str = "minilm"
+    # Who decides remember-or-not and the kind in ``prepare``: the learned model shipped for the
+    # encoder (the rules when there is none for it), or the rules.
+    classifier: str = "learned"
     batch_size: int = 64
     batch_window_s: float = 0.05
     # Group membership: a killed worker's partitions move after the session timeout (takeover).
@@ -114,6 +120,7 @@ class Settings:
             ("HINDSIGHT_TOPIC_PREFIX", "topic_prefix"),
             ("HINDSIGHT_APP_ID", "app_id"),
             ("HINDSIGHT_ENCODER", "encoder"),
+            ("HINDSIGHT_CLASSIFIER", "classifier"),
             ("HINDSIGHT_API_HOST", "api_host"),
             ("HINDSIGHT_LLM_BASE_URL", "llm_base_url"),
             ("HINDSIGHT_LLM_MODEL", "llm_model"),
@@ -137,6 +144,10 @@ class Settings:
         if settings.encoder not in {"minilm", "use"}:
             raise SettingsError(
                 f"HINDSIGHT_ENCODER: expected minilm or use, got {settings.encoder!r}"
+            )
+        if settings.classifier not in CLASSIFIERS:
+            raise SettingsError(
+                f"HINDSIGHT_CLASSIFIER: expected learned or rules, got {settings.classifier!r}"
             )
         return settings
 
