@@ -25,7 +25,10 @@ PY
 RUN pip install -r /tmp/requirements.txt
 
 COPY . .
+# The encoders' ONNX export (python -m pipeline.models.export) is built into the image, beside the
+# interpreter (<sys.prefix>/hindsight-models), so a container never exports at start-up.
 RUN pip install --no-deps . \
+    && HF_HUB_OFFLINE=1 python -m pipeline.models.export \
     && useradd --create-home --uid 1000 hindsight \
     && mkdir -p /data && chown hindsight:hindsight /data
 

@@ -17,6 +17,12 @@ BENCHMARKS: dict[str, str] = {
     "ingest": "bench.ingest",
     "recall-latency": "bench.recall_latency",
     "locomo": "bench.locomo.runner",
+    "scale-out": "bench.scale_out",
+    "chaos": "bench.chaos",
+    "load": "bench.load",
+    "fuzz": "bench.fuzz",
+    "encoders": "bench.encoders",
+    "crosslingual": "bench.crosslingual",
 }
 
 
@@ -42,4 +48,4 @@ def register_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
 def register_scenarios(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = sub.add_parser("scenarios", help="scenario suite: scenarios run|validate PATH...")
     parser.add_argument("rest", nargs=argparse.REMAINDER)
-    parser.set_defaults(func=_run_module("bench.scenarios.harness"))
+    parser.set_defaults(func=_run_module("bench.scenarios.cli"))

@@ -18,7 +18,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from pipeline.crypto.keystore import open_key_store
 from pipeline.ingest.replay import run_replay
+from pipeline.runtime.kafka import stop_consumer
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stack import WorkerProcess
 from pipeline.views.state_topic import partition_ids, read_state_partition
@@ -70,7 +72,7 @@ async def input_ends(settings: Settings) -> dict[int, int]:
         ]
         ends = await consumer.end_offsets(tps)
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
     return {tp.partition: end for tp, end in ends.items()}
 
 
@@ -113,11 +115,18 @@ async def live_records(settings: Settings) -> dict[str, MemoryRecord]:
     """Every current record in the deployment's state topic (committed data only)."""
     names = topic_names(settings.topic_prefix)
     records: dict[str, MemoryRecord] = {}
-    for partition in await partition_ids(settings.bootstrap or "", names["memory_state"]):
-        state = await read_state_partition(
-            settings.bootstrap or "", names["memory_state"], partition
-        )
-        records.update(state.records)
+    keys = await open_key_store(settings)  # records are sealed with their memories' data keys
+    try:
+        for partition in await partition_ids(settings.bootstrap or "", names["memory_state"]):
+            state = await read_state_partition(
+                settings.bootstrap or "", names["memory_state"], partition, keys=keys
+            )
+            if state.unopened:
+                raise HindsightError(f"state records cannot be opened: {state.unopened[:3]}")
+            records.update(state.records)
+    finally:
+        if keys is not None:
+            await keys.stop()
     return records
 
 

@@ -161,7 +161,9 @@ async def run(
         settings = replace(settings, topic_prefix=f"bench{int(time.time())}.")
         await ensure_topics(settings.bootstrap or "", settings.topic_prefix, settings.partitions, 1)
 
-        encoder = await loop.run_in_executor(None, load_encoder, settings.encoder)
+        encoder = await loop.run_in_executor(
+            None, load_encoder, settings.encoder, settings.encoder_threads
+        )
         texts = [f"{t['speaker']}: {t['text']}" for t in turns]
         encoder.encode(texts[:64])  # warm-up, as the worker is warm when turns arrive
         started = time.perf_counter()

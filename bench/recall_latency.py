@@ -207,7 +207,7 @@ def build_pool(encoder: Encoder, mains: int, details: int, seed: int, cache: Pat
     details_en = details_en[:details]
     main_list = list(seen.values())
     texts = [text for *_, text in main_list] + details_en + details_zh
-    key = hashlib.sha256(("\n".join(texts) + encoder.name).encode()).hexdigest()[:16]
+    key = hashlib.sha256(("\n".join(texts) + encoder.id).encode()).hexdigest()[:16]
     path = cache / f"recall-latency-pool-{key}.npy" if cache else None
     if path is not None and path.exists():
         vectors = np.load(path)
@@ -315,6 +315,7 @@ class TimedEncoder:
     def __init__(self, inner: Encoder) -> None:
         self.inner = inner
         self.name = inner.name
+        self.id = inner.id
         self.dimension = inner.dimension
         self.last_s = 0.0
 
@@ -594,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
     cpus = [int(cpu) for cpu in args.cpus.split(",") if cpu]
     pinning = pin(cpus or None, args.threads)
     tuning = RecallTuning(ann_min_rows=args.ann_min_rows or None)
-    encoder = TimedEncoder(load_encoder(args.encoder))
+    encoder = TimedEncoder(load_encoder(args.encoder, args.threads))
     started = time.perf_counter()
     pool = build_pool(
         encoder.inner, args.pool_mains, args.pool_details, args.seed, Path(args.cache)

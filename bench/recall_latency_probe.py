@@ -39,6 +39,7 @@ class QueueEncoder:
     """Hands out precomputed query vectors: recall cost without model cost."""
 
     name = "probe"
+    id = "probe/precomputed"
 
     def __init__(self, vectors: np.ndarray) -> None:
         self.dimension = int(vectors.shape[1])

@@ -7,6 +7,11 @@ Prints each change as a JSON line (``--format text`` for people), or POSTs it to
 With ``--namespace`` it reads only that namespace's partition: the feed is keyed and partitioned
 by namespace, so one partition holds every change of a namespace, in order. Delivery is
 at-least-once, so changes are de-duplicated on (memory_id, change, cause_event_id).
+
+Entries are sealed with their memory's data key (docs/ERASURE.md): the consumer follows the
+data-key topic and needs the stack's master key (``HINDSIGHT_MASTER_KEY`` or
+``<data-dir>/master.key``). Entries of erased memories no longer open and are skipped; the
+``erased`` entry itself is plain.
 """
 
 from __future__ import annotations
@@ -22,7 +27,12 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
+from pipeline.crypto.envelope import unseal
+from pipeline.crypto.keystore import open_key_store
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
+from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import partition_for, partition_ids
+from schemas.errors import DataKeyDestroyed, InvalidEvent, UnknownDataKey
 from schemas.memory import MemoryChanged
 from topics.catalogue import topic_names
 
@@ -69,18 +79,28 @@ async def follow(args: argparse.Namespace) -> int:
         return 2
     prefix = args.topic_prefix if args.topic_prefix is not None else stack.get("topic_prefix", "")
     topic = topic_names(prefix)["memory_updates"]
+    # HINDSIGHT_KAFKA_* give the credentials on a secured cluster (docs/SECURITY.md).
+    settings = Settings.from_env().with_overrides(
+        bootstrap=bootstrap,
+        topic_prefix=prefix,
+        data_dir=Path(args.data_dir) if args.data_dir else None,
+    )
+    security = settings.kafka
+    keys = await open_key_store(settings)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=args.group,
         enable_auto_commit=False,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
+        isolation_level="read_committed",  # the feed is written in transactions
+        **client_kwargs(security),
     )
     await consumer.start()
     forward = httpx.AsyncClient(timeout=10) if args.forward else None
     seen = Seen()
     delivered = 0
     try:
-        partitions = await partition_ids(bootstrap, topic)
+        partitions = await partition_ids(bootstrap, topic, security)
         if not partitions:
             print(f"error: topic {topic} does not exist", file=sys.stderr)
             return 2
@@ -99,8 +119,14 @@ async def follow(args: argparse.Namespace) -> int:
                 await consumer.seek_to_end(*assigned)
         async for message in consumer:
             try:
-                change = MemoryChanged.model_validate(orjson.loads(message.value or b""))
-            except (ValidationError, orjson.JSONDecodeError) as error:
+                if keys is not None:
+                    await keys.wait_for_values([message.value], settings.key_wait_s)
+                ring = None if keys is None else keys.ring
+                content = unseal(message.value, ring, "memory_updates").content
+                change = MemoryChanged.model_validate(orjson.loads(content or b""))
+            except DataKeyDestroyed:
+                continue  # its memory was erased since: nothing of it is readable any more
+            except (ValidationError, orjson.JSONDecodeError, InvalidEvent, UnknownDataKey) as error:
                 print(f"skipping offset {message.offset}: {error}", file=sys.stderr)
                 continue
             if args.namespace and change.namespace != args.namespace:
@@ -108,7 +134,7 @@ async def follow(args: argparse.Namespace) -> int:
             if seen.first_time(change):
                 if forward is not None:
                     response = await forward.post(
-                        args.forward, content=message.value, headers=JSON_HEADERS
+                        args.forward, content=change.model_dump_json(), headers=JSON_HEADERS
                     )
                     response.raise_for_status()
                 elif args.format == "text":
@@ -124,7 +150,9 @@ async def follow(args: argparse.Namespace) -> int:
     finally:
         if forward is not None:
             await forward.aclose()
-        await consumer.stop()
+        await stop_consumer(consumer)
+        if keys is not None:
+            await keys.stop()
     return 0
 
 
@@ -135,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", help="Kafka HOST:PORT (default: from stack.json)")
     parser.add_argument("--topic-prefix", help="topic prefix (default: from stack.json, or '')")
-    parser.add_argument("--data-dir", help="where `hindsight up` wrote stack.json (.hindsight)")
+    parser.add_argument(
+        "--data-dir", help="where `hindsight up` wrote stack.json and master.key (.hindsight)"
+    )
     parser.add_argument("--namespace", help="only this namespace (reads only its partition)")
     parser.add_argument("--from-beginning", action="store_true", help="replay retained history")
     parser.add_argument("--max", type=int, default=0, help="exit after N changes (0: never)")

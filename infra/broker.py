@@ -13,6 +13,15 @@ Everything a node needs lives under its data dir::
     <data_dir>/logs/              server.log (log4j2) and stdout.log (JVM output)
 
 Restarting on the same data dir keeps every message: the storage is formatted once and reused.
+
+``security="scram"`` turns on SASL/SCRAM-SHA-512 with ACLs (StandardAuthorizer, nothing allowed
+unless an ACL says so). The users (``hindsight-admin`` super user, ``hindsight-service``,
+``hindsight-client``, and the broker's own inter-broker user) get random passwords at format
+time (``kafka-storage format --add-scram``), kept in ``<data_dir>/credentials.json`` (0600).
+The controller listener uses SASL/PLAIN with a static user (KRaft controllers cannot use SCRAM:
+its credentials live in the metadata the controller serves). No TLS: the broker only listens on
+loopback, where traffic is not observable without root, and root can read the data dir anyway
+(docs/SECURITY.md says when TLS is required: any non-loopback listener).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -33,7 +43,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from infra.jars import INFRA_DIR, check_java, classpath, ensure_jars, find_java
 from schemas.errors import HindsightError
@@ -67,6 +77,10 @@ BASE_CONFIG: dict[str, str] = {
     "num.io.threads": "4",
     "num.recovery.threads.per.data.dir": "1",
     "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+    # The cleaner looks for cleanable logs every second instead of every 15 s, so an erase's
+    # tombstoned data keys leave the segment files soon after their segment rolls
+    # (docs/ERASURE.md); a cleaner with nothing to do costs nothing measurable.
+    "log.cleaner.backoff.ms": "1000",
 }
 
 
@@ -96,6 +110,90 @@ FAST_FAILOVER_CONFIG: dict[str, str] = {
 
 class BrokerError(HindsightError):
     """A local broker failed to format, start or stop; the message quotes its log."""
+
+
+Security = Literal["none", "scram"]
+SECURITY_MODES: tuple[str, ...] = ("none", "scram")
+SCRAM = "SCRAM-SHA-512"
+CREDENTIALS_FILE = "credentials.json"
+BROKER_USER = "hindsight-broker"
+CONTROLLER_USER = "hindsight-controller"
+# The users created at format time; the first is the super user tools and tests administer with.
+SCRAM_USERS = ("hindsight-admin", "hindsight-service", "hindsight-client", BROKER_USER)
+SUPER_USERS = ("hindsight-admin", BROKER_USER, CONTROLLER_USER)
+ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def load_credentials(path: Path) -> dict[str, str]:
+    """user -> password, created once (random) and reused, so a restart keeps the same users."""
+    users = (*SCRAM_USERS, CONTROLLER_USER)
+    if path.is_file():
+        stored: dict[str, str] = json.loads(path.read_text())
+        if set(users) <= set(stored):
+            return stored
+        raise BrokerError(f"{path}: missing users {sorted(set(users) - set(stored))}")
+    created = {user: secrets.token_urlsafe(24) for user in users}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_private(path, json.dumps(created, indent=2) + "\n")
+    return created
+
+
+def _jaas(module: str, user: str, password: str, extra: str = "") -> str:
+    return f'{module} required username="{user}" password="{password}"{extra};'
+
+
+def scram_config(credentials: Mapping[str, str]) -> dict[str, str]:
+    """Broker settings for SASL/SCRAM on the client listener, PLAIN on the controller's, ACLs."""
+    controller = credentials[CONTROLLER_USER]
+    return {
+        "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "CLIENT",
+        "sasl.enabled.mechanisms": SCRAM,
+        "listener.name.client.sasl.enabled.mechanisms": SCRAM,
+        "sasl.mechanism.inter.broker.protocol": SCRAM,
+        "listener.name.client.scram-sha-512.sasl.jaas.config": _jaas(
+            "org.apache.kafka.common.security.scram.ScramLoginModule",
+            BROKER_USER,
+            credentials[BROKER_USER],
+        ),
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": _jaas(
+            "org.apache.kafka.common.security.plain.PlainLoginModule",
+            CONTROLLER_USER,
+            controller,
+            f' user_{CONTROLLER_USER}="{controller}"',
+        ),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": ";".join(f"User:{user}" for user in SUPER_USERS),
+        "allow.everyone.if.no.acl.found": "false",
+    }
+
+
+def client_properties(user: str, password: str) -> str:
+    """A Java client config file (for ``--command-config``) that logs in as ``user``."""
+    jaas = _jaas("org.apache.kafka.common.security.scram.ScramLoginModule", user, password)
+    return f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={SCRAM}\nsasl.jaas.config={jaas}\n"
+
+
+def _security_kwargs(credentials: Mapping[str, str] | None, user: str) -> dict[str, Any]:
+    if credentials is None:
+        return {}
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": SCRAM,
+        "sasl_plain_username": user,
+        "sasl_plain_password": credentials[user],
+    }
 
 
 def free_port() -> int:
@@ -153,12 +251,16 @@ def tail_file(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-async def _count_live_brokers(bootstrap: str, timeout_s: float) -> int:
+async def _count_live_brokers(
+    bootstrap: str, timeout_s: float, kwargs: Mapping[str, Any] | None = None
+) -> int:
     """Brokers listed in a real Metadata response; KRaft lists a broker only once it is unfenced."""
     from aiokafka.admin import AIOKafkaAdminClient  # local import: only probes need aiokafka
 
     ms = max(1000, int(timeout_s * 1000))
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=ms)
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=ms, **dict(kwargs or {})
+    )
     try:
         await asyncio.wait_for(admin.start(), timeout_s)
         cluster: dict[str, Any] = await asyncio.wait_for(admin.describe_cluster(), timeout_s)
@@ -180,12 +282,14 @@ def _accepts_tcp(bootstrap: str) -> bool:
     return False
 
 
-def probe_live_brokers(bootstrap: str, timeout_s: float = 3.0) -> int:
+def probe_live_brokers(
+    bootstrap: str, timeout_s: float = 3.0, kwargs: Mapping[str, Any] | None = None
+) -> int:
     """Synchronous probe, safe to call from inside a running event loop (it uses its own thread)."""
     if not _accepts_tcp(bootstrap):
         return 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, _count_live_brokers(bootstrap, timeout_s)).result()
+        return pool.submit(asyncio.run, _count_live_brokers(bootstrap, timeout_s, kwargs)).result()
 
 
 class _Node:
@@ -200,8 +304,10 @@ class _Node:
         heap: str,
         lib_dir: Path,
         java: str,
+        credentials: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.credentials = credentials
         self.state = state
         self.voters = voters
         self.config = dict(config)
@@ -228,13 +334,16 @@ class _Node:
 
     def server_config(self) -> dict[str, str]:
         s = self.state
+        listener = "PLAINTEXT" if self.credentials is None else "CLIENT"
+        secured = {} if self.credentials is None else scram_config(self.credentials)
         return {
             **BASE_CONFIG,
             **self.config,
+            **secured,
             "node.id": str(s.node_id),
             "controller.quorum.voters": self.voters,
-            "listeners": f"PLAINTEXT://{HOST}:{s.port},CONTROLLER://{HOST}:{s.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{s.port}",
+            "listeners": f"{listener}://{HOST}:{s.port},CONTROLLER://{HOST}:{s.controller_port}",
+            "advertised.listeners": f"{listener}://{HOST}:{s.port}",
             "log.dirs": str(self.storage_dir),
         }
 
@@ -267,9 +376,14 @@ class _Node:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / STATE_FILE).write_text(json.dumps(asdict(self.state), indent=2) + "\n")
-        self.properties_path.write_text(render_properties(self.server_config()))
+        # Owner-only: with SCRAM it holds the broker's own passwords.
+        _write_private(self.properties_path, render_properties(self.server_config()))
         if (self.storage_dir / "meta.properties").is_file():
             return  # formatted before: reuse it so the data survives the restart
+        scram: list[str] = []
+        for user in SCRAM_USERS if self.credentials is not None else ():
+            assert self.credentials is not None
+            scram += ["--add-scram", f"{SCRAM}=[name={user},password={self.credentials[user]}]"]
         cmd = self._java_cmd(
             STORAGE_TOOL,
             "format",
@@ -277,6 +391,7 @@ class _Node:
             self.state.cluster_id,
             "--config",
             str(self.properties_path),
+            *scram,
         )
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         if proc.returncode != 0:
@@ -337,6 +452,7 @@ class _Node:
 
 def _wait_ready(nodes: Sequence[_Node], expected: int, timeout_s: float) -> None:
     """Poll until a Metadata request lists ``expected`` live brokers, or fail with the log tails."""
+    kwargs = _security_kwargs(nodes[0].credentials, SCRAM_USERS[0]) if nodes else {}
     deadline = time.monotonic() + timeout_s
     bootstrap = ",".join(n.bootstrap for n in nodes if n.running)
     last_error = "no answer yet"
@@ -350,7 +466,7 @@ def _wait_ready(nodes: Sequence[_Node], expected: int, timeout_s: float) -> None
                     f"{node.log_tail()}"
                 )
         try:
-            live = probe_live_brokers(bootstrap, timeout_s=3.0)
+            live = probe_live_brokers(bootstrap, timeout_s=3.0, kwargs=kwargs)
             if live >= expected:
                 return
             last_error = f"{live} of {expected} brokers live"
@@ -392,6 +508,75 @@ def _pick_port(wanted: int | None, previous: int | None, taken: set[int]) -> int
             return port
 
 
+def _check_security(security: str) -> Security:
+    if security not in SECURITY_MODES:
+        choices = ", ".join(SECURITY_MODES)
+        raise BrokerError(f"security: expected one of {choices}, got {security!r}")
+    return security  # type: ignore[return-value]
+
+
+class _Secured:
+    """What both broker classes offer once ``security="scram"``: users, client kwargs, ACLs."""
+
+    data_dir: Path
+    _security: Security
+    _lib_dir: Path | None
+
+    @property
+    def bootstrap(self) -> str:  # pragma: no cover - implemented by both classes
+        raise NotImplementedError
+
+    @property
+    def credentials(self) -> dict[str, str] | None:
+        if self._security != "scram":
+            return None
+        return load_credentials(self.data_dir / CREDENTIALS_FILE)
+
+    def client_kwargs(self, user: str = SCRAM_USERS[0]) -> dict[str, Any]:
+        """aiokafka keyword arguments that log in as ``user`` (none without security)."""
+        credentials = self.credentials
+        if credentials is not None and user not in SCRAM_USERS:
+            raise BrokerError(f"user: expected one of {', '.join(SCRAM_USERS)}, got {user!r}")
+        return _security_kwargs(credentials, user)
+
+    def apply_acls(self, rules: Sequence[Any], timeout_s: float = 120.0) -> None:
+        """Create ACLs (``topics.acls.AclRule``) with Kafka's AclCommand, as the super user."""
+        credentials = self.credentials
+        if credentials is None:
+            raise BrokerError("apply_acls: the broker runs without security; start with scram")
+        admin = SCRAM_USERS[0]
+        config = self.data_dir / "admin-client.properties"
+        _write_private(config, client_properties(admin, credentials[admin]))
+        jars, java = _runtime(self._lib_dir)
+        # One JVM per rule, all at once: each spends most of its seconds starting up.
+        running = []
+        for rule in rules:
+            cmd = [
+                java, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+                f"-Dkafka.logs.dir={self.data_dir / 'logs'}",
+                "-cp", classpath(jars), ACL_COMMAND,
+                "--bootstrap-server", self.bootstrap, "--command-config", str(config),
+                *rule.acl_command_args(),
+            ]  # fmt: skip
+            running.append(
+                (rule, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+            )
+        failures = []
+        for rule, proc in running:
+            try:
+                output, _ = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+            if proc.returncode != 0:
+                failures.append(
+                    f"{rule} (exit {proc.returncode}):\n{output.decode(errors='replace')}"
+                )
+        if failures:
+            raise BrokerError("AclCommand failed for " + "\n".join(failures))
+
+
 def _runtime(lib_dir: Path | None) -> tuple[Path, str]:
     jars = ensure_jars(lib_dir)
     java = find_java()
@@ -399,10 +584,12 @@ def _runtime(lib_dir: Path | None) -> tuple[Path, str]:
     return jars, java
 
 
-class LocalKafka:
+class LocalKafka(_Secured):
     """One KRaft node (broker and controller in one JVM) on 127.0.0.1.
 
     ``with LocalKafka(".hindsight/kafka") as kafka: kafka.bootstrap`` -> ``"127.0.0.1:<port>"``.
+    ``LocalKafka(dir, security="scram")``: SASL/SCRAM users and ACLs (see the module docstring);
+    ``kafka.client_kwargs("hindsight-service")`` logs a client in as that user.
     """
 
     def __init__(
@@ -415,8 +602,10 @@ class LocalKafka:
         lib_dir: Path | None = None,
         config: Mapping[str, str] | None = None,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        security: Security = "none",
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
+        self._security = _check_security(security)
         self._port = port
         self._controller_port = controller_port
         self._heap = heap
@@ -461,6 +650,7 @@ class LocalKafka:
             heap=self._heap,
             lib_dir=jars,
             java=java,
+            credentials=self.credentials,
         )
         node.prepare()
         node.launch()
@@ -491,7 +681,7 @@ class LocalKafka:
         self.stop()
 
 
-class LocalKafkaCluster:
+class LocalKafkaCluster(_Secured):
     """``brokers`` KRaft nodes on loopback, each a combined broker+controller, for failure tests.
 
     Every node votes in the controller quorum, so with three nodes any one can be killed and the
@@ -508,10 +698,12 @@ class LocalKafkaCluster:
         lib_dir: Path | None = None,
         config: Mapping[str, str] | None = None,
         start_timeout_s: float = 120.0,
+        security: Security = "none",
     ) -> None:
         if brokers < 1:
             raise BrokerError(f"brokers: need at least 1, got {brokers}")
         self.data_dir = Path(data_dir).resolve()
+        self._security = _check_security(security)
         self.size = brokers
         self._heap = heap
         self._lib_dir = lib_dir
@@ -552,8 +744,9 @@ class LocalKafkaCluster:
             taken.add(cport)
             states.append(NodeState(cluster_id, i + 1, port, cport))
         voters = ",".join(f"{s.node_id}@{HOST}:{s.controller_port}" for s in states)
+        credentials = self.credentials  # one set of users for the whole cluster
         self._nodes = [
-            _Node(d, s, voters, self._config, self._heap, jars, java)
+            _Node(d, s, voters, self._config, self._heap, jars, java, credentials)
             for d, s in zip(dirs, states, strict=True)
         ]
         atexit.register(self.stop)

@@ -35,3 +35,20 @@ class MemoryNotFound(HindsightError):
         self.namespace = namespace
         self.memory_id = memory_id
         super().__init__(f"memory_id: no memory {memory_id!r} in namespace {namespace!r}")
+
+
+class UnknownDataKey(HindsightError):
+    """A sealed value names a data key this process has not seen (yet): wait for it, or it never
+    existed (a foreign producer, or keys wrapped under another master key)."""
+
+    def __init__(self, key_id: str, detail: str = "") -> None:
+        self.key_id = key_id
+        super().__init__(f"key_id: unknown data key {key_id!r}{'; ' + detail if detail else ''}")
+
+
+class DataKeyDestroyed(HindsightError):
+    """The data key of a sealed value was destroyed by an erase: the content is gone for good."""
+
+    def __init__(self, key_id: str) -> None:
+        self.key_id = key_id
+        super().__init__(f"key_id: data key {key_id!r} was destroyed (the content was erased)")

@@ -11,12 +11,14 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
+import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from schemas.memory import Kind, Triplet
 
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 MAX_TURN_CHARS = 16_000
+MAX_METADATA_BYTES = 16 * 1024
 MAX_EVENT_BYTES = 256 * 1024
 
 TURN_SCHEMA_VERSION: Final = 2
@@ -54,7 +56,19 @@ def check_namespace(value: str) -> str:
         raise InvalidEvent(str(error), "namespace", "validate") from error
 
 
+def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """Metadata must travel as JSON (orjson: integers within 64 bits) and stay small."""
+    try:
+        size = len(orjson.dumps(value))
+    except TypeError as error:
+        raise ValueError(f"must be JSON with 64-bit integers at most ({error})") from error
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(f"is {size} bytes as JSON, limit {MAX_METADATA_BYTES}")
+    return value
+
+
 Namespace = Annotated[str, AfterValidator(_check_namespace)]
+Metadata = Annotated[dict[str, Any], AfterValidator(_check_metadata)]
 EventTime = Annotated[datetime, AfterValidator(_require_timezone)]
 EventId = Annotated[str, Field(min_length=1, max_length=128)]
 
@@ -76,7 +90,7 @@ class TurnRecorded(_Event):
     speaker: str = Field(min_length=1, max_length=128)
     role: Literal["user", "assistant", "system", "tool"] = "user"
     text: str = Field(max_length=MAX_TURN_CHARS)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
 
     def model_post_init(self, __context: Any) -> None:
         if not self.text.strip():

@@ -54,6 +54,25 @@ class Triplet(BaseModel):
     value: str
 
 
+class Slot(BaseModel):
+    """What a statement's slot looks like with its values masked (pipeline/memory/rules/slots.py).
+
+    ``prepare`` computes it and embeds ``frame`` in the same encoder call as the turn; the record
+    keeps it, so a restored bank decides updates exactly as the live one did (I2).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    frame: str  # the statement with its value spans masked
+    terms: list[str] = Field(default_factory=list)  # the frame's content words
+    values: list[str] = Field(default_factory=list)  # canonical values: "number:4500", "state:done"
+    subjects: list[str] = Field(default_factory=list)  # values at the start: what it is about
+    moment: bool = False  # told as something that happened at one time (yesterday, 上周…)
+    additive: bool = False  # adds to what was said ("also", 也)
+    question: bool = False  # asks rather than states
+    vector_b64: str | None = None  # the frame's embedding: float32 little-endian, base64
+
+
 class Association(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -86,6 +105,9 @@ class SourceTurn(BaseModel):
     topic: str | None = None
     partition: int | None = None
     offset: int | None = None
+    # The data key that sealed the turn (None for plain input): erasing the memory destroys it,
+    # and the record itself is sealed with its first source's key (docs/ERASURE.md).
+    key_id: str | None = None
 
 
 class MemoryRecord(BaseModel):
@@ -101,6 +123,7 @@ class MemoryRecord(BaseModel):
     search_text: str
     entities: list[str] = Field(default_factory=list)
     triplet: Triplet | None = None
+    slot: Slot | None = None  # for updates by slot; None for records made before it existed
     base_importance: float
     confirmations: int = 0
     importance: float

@@ -24,7 +24,7 @@ from schemas.events import (
     MemoriesRecalled,
     TurnRecorded,
 )
-from schemas.memory import Kind, Region, Triplet
+from schemas.memory import Kind, Region, Slot, Triplet
 
 Vector = npt.NDArray[np.float32]
 
@@ -74,6 +74,7 @@ class TurnAnalysis(BaseModel):
     triplet: Triplet | None = None
     entities: list[str] = Field(default_factory=list)
     vector_b64: str | None = None  # only for remembered turns
+    slot: Slot | None = None  # the slot signal with its frame's vector (remembered statements)
 
     def vector(self) -> Vector:
         if self.vector_b64 is None:
@@ -89,6 +90,8 @@ class Rejected(BaseModel):
     stage: str
     reason: str
     field: str | None = None
+    # The input's data key was destroyed: it was erased, not bad (no dead letter, I8).
+    shredded: bool = False
 
 
 InputEventUnion = Annotated[

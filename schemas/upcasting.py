@@ -6,7 +6,7 @@ Fixtures for every old version live in ``schemas/fixtures`` and are exercised by
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from schemas.errors import InvalidEvent, UnknownSchemaVersion
@@ -39,15 +39,21 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {
 }
 
 
-def upcast(event: dict[str, Any]) -> dict[str, Any]:
-    """Apply upcasters until the event is at its type's current version."""
+def upcast(
+    event: dict[str, Any], *, versions: Mapping[str, int] = CURRENT_VERSIONS
+) -> dict[str, Any]:
+    """Apply upcasters until the event is at its type's current version.
+
+    ``versions`` is the table of event types this stream carries (input events by default; the
+    keys topic passes its own), so an event of another stream is refused as an unknown type.
+    """
     event_type = event.get("event_type")
-    if not isinstance(event_type, str) or event_type not in CURRENT_VERSIONS:
+    if not isinstance(event_type, str) or event_type not in versions:
         raise InvalidEvent(f"unknown event_type {event_type!r}", "event_type", "upcast")
     version = event.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise InvalidEvent("must be an integer", "schema_version", "upcast")
-    current = CURRENT_VERSIONS[event_type]
+    current = versions[event_type]
     while version != current:
         step = UPCASTERS.get((event_type, version))
         if step is None:

@@ -107,3 +107,33 @@ async def client(stack_settings):  # type: ignore[no-untyped-def]
 
 
 # ----------------------------- end of pipeline fixtures --------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# API key fixtures: keys written to the session stack's keys topic. Owner: security.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def make_key(stack_settings):  # type: ignore[no-untyped-def]
+    """``make_key("team-a:*:recall", ...)`` -> a fresh ``hs_...`` key with those scopes."""
+    import asyncio
+    import concurrent.futures
+
+    from pipeline.security.management import create_key
+
+    def make(*scopes: str, name: str = "test") -> str:
+        # Its own thread and loop, so sync and async tests (inside a running loop) can both call it.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            created = pool.submit(asyncio.run, create_key(stack_settings, scopes, name=name))
+            return created.result().token
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def admin_key(make_key) -> str:  # type: ignore[no-untyped-def]
+    return str(make_key("*:admin", name="test admin"))
+
+
+# ----------------------------- end of API key fixtures ---------------------------------------

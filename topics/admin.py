@@ -15,10 +15,13 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import for_code
+from aiokafka.errors import KafkaTimeoutError, for_code
 
+from pipeline.runtime.kafka import client_kwargs
+from pipeline.runtime.settings import KafkaSecurity
 from schemas.errors import HindsightError
 from topics.catalogue import TOPICS, TopicSpec
 
@@ -33,8 +36,11 @@ class TopicAdminError(HindsightError):
 
 
 @contextlib.asynccontextmanager
-async def _admin(bootstrap: str) -> AsyncIterator[AIOKafkaAdminClient]:
+async def _admin(
+    bootstrap: str, security: KafkaSecurity | None = None
+) -> AsyncIterator[AIOKafkaAdminClient]:
     client = AIOKafkaAdminClient(
+        **client_kwargs(security),
         bootstrap_servers=bootstrap,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
         client_id="hindsight-admin",
@@ -65,6 +71,7 @@ async def ensure_topics(
     prefix: str = "",
     partitions: int = 4,
     replication_factor: int = 1,
+    security: KafkaSecurity | None = None,
     *,
     extra: dict[str, TopicSpec] | None = None,
 ) -> None:
@@ -80,10 +87,11 @@ async def ensure_topics(
     specs = {spec.name(prefix): spec for spec in TOPICS.values()}
     specs.update(extra or {})
     configs = {name: topic_configs(spec, replication_factor) for name, spec in specs.items()}
-    async with _admin(bootstrap) as admin:
+    counts = {name: spec.partitions or partitions for name, spec in specs.items()}
+    async with _admin(bootstrap, security) as admin:
         response = await admin.create_topics(
             [
-                NewTopic(name, partitions, replication_factor, topic_configs=configs[name])
+                NewTopic(name, counts[name], replication_factor, topic_configs=configs[name])
                 for name in specs
             ],
             timeout_ms=REQUEST_TIMEOUT_MS,
@@ -99,18 +107,22 @@ async def ensure_topics(
                     f"{_error_text(code, entry.get('error_message'))}"
                 )
         if existing:
-            await _check_partitions(admin, existing, partitions)
+            await _check_partitions(admin, existing, counts)
             await _apply_configs(admin, {name: configs[name] for name in existing})
         await _wait_for_leaders(admin, list(specs))
+    await _wait_for_offsets(bootstrap, counts, security)
 
 
-async def _check_partitions(admin: AIOKafkaAdminClient, names: list[str], wanted: int) -> None:
+async def _check_partitions(
+    admin: AIOKafkaAdminClient, names: list[str], wanted: dict[str, int]
+) -> None:
     for topic in await admin.describe_topics(names):
         count = len(topic["partitions"])
-        if count != wanted:
+        if count != wanted[topic["topic"]]:
             raise TopicAdminError(
-                f"topic {topic['topic']}: has {count} partitions, expected {wanted}; all pipeline "
-                f"topics must share one partition count (co-partitioning by namespace)"
+                f"topic {topic['topic']}: has {count} partitions, expected "
+                f"{wanted[topic['topic']]}; all pipeline topics must share one partition count "
+                f"(co-partitioning by namespace)"
             )
 
 
@@ -147,6 +159,36 @@ async def _wait_for_leaders(admin: AIOKafkaAdminClient, names: list[str]) -> Non
         await asyncio.sleep(0.2)
 
 
+async def _wait_for_offsets(
+    bootstrap: str, counts: dict[str, int], security: KafkaSecurity | None
+) -> None:
+    """Return once every partition's leader answers an offsets request.
+
+    Metadata can name a leader a moment before that broker serves the partition; a consumer that
+    seeks then logs ``NotLeaderForPartitionError`` at ERROR while it retries. ``beginning_offsets``
+    retries the same request quietly, so asking it first keeps a fresh start free of that noise.
+    """
+    consumer = AIOKafkaConsumer(
+        **client_kwargs(security),
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        request_timeout_ms=int(LEADER_WAIT_S * 1000),
+    )
+    await consumer.start()
+    try:
+        await consumer.beginning_offsets(
+            [TopicPartition(name, p) for name, count in counts.items() for p in range(count)]
+        )
+    except KafkaTimeoutError as error:
+        raise TopicAdminError(
+            f"topics {', '.join(sorted(counts))}: partition leaders did not answer offset requests "
+            f"within {LEADER_WAIT_S:.0f}s"
+        ) from error
+    finally:
+        await consumer.stop()
+
+
 def _has_leaders(topic: dict[str, Any]) -> bool:
     partitions = topic.get("partitions") or []
     return (
@@ -156,12 +198,14 @@ def _has_leaders(topic: dict[str, Any]) -> bool:
     )
 
 
-async def delete_topics(bootstrap: str, names: Iterable[str]) -> None:
+async def delete_topics(
+    bootstrap: str, names: Iterable[str], security: KafkaSecurity | None = None
+) -> None:
     """Delete topics; names that do not exist are ignored (deleting is idempotent too)."""
     wanted = list(names)
     if not wanted:
         return
-    async with _admin(bootstrap) as admin:
+    async with _admin(bootstrap, security) as admin:
         response = await admin.delete_topics(wanted, timeout_ms=REQUEST_TIMEOUT_MS)
         for entry in response.to_object()["topic_error_codes"]:
             code = entry["error_code"]
@@ -178,9 +222,11 @@ async def delete_topics(bootstrap: str, names: Iterable[str]) -> None:
             await asyncio.sleep(0.2)
 
 
-async def describe_topic_configs(bootstrap: str, name: str) -> dict[str, str]:
+async def describe_topic_configs(
+    bootstrap: str, name: str, security: KafkaSecurity | None = None
+) -> dict[str, str]:
     """Every effective setting of one topic (defaults included), as the broker reports them."""
-    async with _admin(bootstrap) as admin:
+    async with _admin(bootstrap, security) as admin:
         responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
     result: dict[str, str] = {}
     for response in responses:
@@ -197,7 +243,7 @@ async def describe_topic_configs(bootstrap: str, name: str) -> dict[str, str]:
     return result
 
 
-async def list_topics(bootstrap: str) -> list[str]:
+async def list_topics(bootstrap: str, security: KafkaSecurity | None = None) -> list[str]:
     """Names of every topic in the cluster (Kafka's internal topics included)."""
-    async with _admin(bootstrap) as admin:
+    async with _admin(bootstrap, security) as admin:
         return sorted(await admin.list_topics())

@@ -3,13 +3,21 @@
 Turns are built exactly as the runner publishes them, encoded to the bytes the worker reads, and
 applied by the stages' own code through ``LocalPipeline`` (real encoder, prepare batches of
 ``Settings.batch_size``, one conversation per namespace). The resulting records (what the state
-topic would carry) are
-cached as JSON under /tmp, so recall-side changes are re-measured in seconds; ingest-side changes
-(search text, filtering, segmentation) need ``--rebuild``. Questions are asked through
-``RecallEngine.recall`` and scored by the runner's own ``evaluate`` and ``HindsightRetriever``,
-so the numbers match an end-to-end run up to batching differences.
+topic would carry) are cached as JSON under /tmp, so recall-side changes are re-measured in
+seconds; ingest-side changes (search text, filtering, segmentation) need ``--rebuild``. Questions
+are asked through ``RecallEngine.recall`` and scored by the runner's own ``evaluate`` and
+``HindsightRetriever``, so the numbers match an end-to-end run up to batching differences.
 
     python -m bench.locomo.offline --data /work/shared/data/locomo_dev.json [--rebuild]
+        [--encoder minilm-onnx-int8]
+
+``--encoder`` overrides ``HINDSIGHT_ENCODER``; each encoder keeps its own cached records.
+
+    python -m bench.locomo.offline --data /work/shared/data/locomo_dev.json --loo [--out DIR]
+
+``--loo`` measures every idea in ``bench.locomo.loo.IDEAS`` leave-one-conversation-out, with the
+baseline (every idea off) in the same run; it needs both record sets (with and without time
+notes), built on first use.
 
 Only ``hindsight bench locomo`` numbers are reported; this is a development tool.
 """
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,12 +38,14 @@ import numpy as np
 import orjson
 
 from bench.locomo.dataset import Conversation, load_locomo
-from bench.locomo.metrics import QuestionScore, aggregate
+from bench.locomo.folds import METRIC, pooled_mean
+from bench.locomo.loo import EXCLUDE, Config, Scores, render, run_ideas, samples_of
+from bench.locomo.metrics import QuestionScore, aggregate, score_question
 from bench.locomo.report import render_summary
 from bench.locomo.runner import RECALL_LIMIT, HindsightRetriever, evaluate
 from pipeline.ingest.local import LocalPipeline
 from pipeline.models.classifier import classifier_for
-from pipeline.models.encoders import Encoder, Vectors, load_encoder
+from pipeline.models.encoders import ENCODER_NAMES, Encoder, Vectors, load_encoder
 from pipeline.recall.engine import RecallEngine
 from pipeline.recall.hot_index import HotIndex
 from pipeline.runtime.settings import Settings
@@ -96,6 +107,7 @@ class CachedQueryEncoder:
 
     def __init__(self, encoder: Encoder, texts: Sequence[str]) -> None:
         self.name = encoder.name
+        self.id = encoder.id
         self.dimension = encoder.dimension
         self._encoder = encoder
         unique = list(dict.fromkeys(texts))
@@ -144,30 +156,51 @@ class OfflineRetriever(HindsightRetriever):
         del conversations  # records carry dialogue ids in their provenance
 
 
+def records_for(
+    conversations: Sequence[Conversation],
+    encoder: Encoder,
+    settings: Settings,
+    path: Path,
+    rebuild: bool,
+) -> list[MemoryRecord]:
+    if rebuild or not path.exists():
+        started = time.perf_counter()
+        records = ingest(conversations, encoder, settings)
+        save_records(path, records)
+        print(f"ingested {len(records)} records in {time.perf_counter() - started:.1f}s")
+        return records
+    records = load_records(path)
+    print(f"loaded {len(records)} records from {path}")
+    return records
+
+
+def index_of(records: Sequence[MemoryRecord], dimension: int) -> HotIndex:
+    index = HotIndex(dimension)
+    for record in records:
+        index.apply(record)
+    return index
+
+
+def records_path(cache: Path, data: Path, time_notes: bool, encoder: str = "minilm") -> Path:
+    # One file per encoder and ingest variant, so switching either never reuses stale records.
+    suffix = "" if time_notes else ".no-time-notes"
+    return cache / f"{data.stem}.{encoder}{suffix}.records.json"
+
+
 def build_index(
     data: Path, cache: Path, rebuild: bool, settings: Settings
 ) -> tuple[list[Conversation], HotIndex, Encoder]:
     conversations = load_locomo(data)
-    encoder = load_encoder(settings.encoder)
-    records_path = cache / f"{data.stem}.records.json"
-    if rebuild or not records_path.exists():
-        started = time.perf_counter()
-        records = ingest(conversations, encoder, settings)
-        save_records(records_path, records)
-        print(f"ingested {len(records)} records in {time.perf_counter() - started:.1f}s")
-    else:
-        records = load_records(records_path)
-        print(f"loaded {len(records)} records from {records_path}")
-    index = HotIndex(encoder.dimension)
-    for record in records:
-        index.apply(record)
-    return conversations, index, encoder
+    encoder = load_encoder(settings.encoder, settings.encoder_threads)
+    path = records_path(cache, data, settings.memory.time_notes, settings.encoder)
+    records = records_for(conversations, encoder, settings, path, rebuild)
+    return conversations, index_of(records, encoder.dimension), encoder
 
 
 async def run(
-    data: Path, cache: Path, rebuild: bool, out: Path | None
+    data: Path, cache: Path, rebuild: bool, out: Path | None, encoder_name: str | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    settings = Settings.from_env()
+    settings = Settings.from_env().with_overrides(encoder=encoder_name)
     conversations, index, encoder = build_index(data, cache, rebuild, settings)
     questions = [q.question for c in conversations for q in c.questions]
     engine = RecallEngine(index, CachedQueryEncoder(encoder, questions), settings.recall)
@@ -175,6 +208,7 @@ async def run(
     started = time.perf_counter()
     scored: list[QuestionScore]
     scored, traces = await evaluate(conversations, retriever)
+    print(f"encoder {encoder.id}")
     print(f"asked {len(scored)} questions in {time.perf_counter() - started:.1f}s")
     results: dict[str, Any] = {"methods": {"hindsight": aggregate(scored)}}
     if out is not None:
@@ -184,14 +218,79 @@ async def run(
     return results, traces
 
 
+async def _scored(
+    conversations: Sequence[Conversation],
+    retriever: HindsightRetriever,
+    skip_categories: frozenset[int] = frozenset(),
+) -> list[QuestionScore]:
+    """Every question scored as ``runner.evaluate`` does, without its progress bar."""
+    scored: list[QuestionScore] = []
+    for conversation in conversations:
+        for question in conversation.questions:
+            if question.category in skip_categories:
+                continue
+            result = await retriever.retrieve(
+                conversation.namespace, question.question, conversation.recall_at
+            )
+            scores = score_question(result, question.evidence)
+            scored.append(QuestionScore(question.sample_id, question.category, scores))
+    return scored
+
+
+def run_loo(data: Path, cache: Path, rebuild: bool, out: Path | None) -> dict[str, Any]:
+    """Every idea of ``bench.locomo.loo`` leave-one-conversation-out (see that module)."""
+    settings = Settings.from_env()
+    conversations = load_locomo(data)
+    encoder = load_encoder(settings.encoder, settings.encoder_threads)
+    indexes: dict[bool, HotIndex] = {}
+    for time_notes in (False, True):
+        variant = dataclasses.replace(
+            settings, memory=dataclasses.replace(settings.memory, time_notes=time_notes)
+        )
+        path = records_path(cache, data, time_notes, settings.encoder)
+        records = records_for(conversations, encoder, variant, path, rebuild)
+        indexes[time_notes] = index_of(records, encoder.dimension)
+    questions = [q.question for c in conversations for q in c.questions]
+    queries = CachedQueryEncoder(encoder, questions)
+
+    def evaluate(config: Config) -> list[QuestionScore]:
+        engine = RecallEngine(indexes[config.time_notes], queries, settings.recall, config.tuning)
+        retriever = OfflineRetriever(EngineClient(engine), limit=RECALL_LIMIT)
+        # The excluded category decides nothing: it is not asked.
+        return asyncio.run(_scored(conversations, retriever, EXCLUDE))
+
+    started = time.perf_counter()
+    scores = Scores(evaluate, verbose=True)
+    results = run_ideas(scores, samples_of(scores.of({})))
+    results["configurations"] = {
+        name: pooled_mean(scored, set(samples_of(scored)), METRIC, EXCLUDE)[0]
+        for name, scored in scores.by_name.items()
+    }
+    print(f"evaluated {len(scores.by_name)} configurations in {time.perf_counter() - started:.1f}s")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "loo.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+        (out / "loo.md").write_text(render(results) + "\n", encoding="utf-8")
+    return results
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.locomo.offline")
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--rebuild", action="store_true", help="re-run ingest (search text etc.)")
     parser.add_argument("--out", type=Path, default=None, help="write results and traces here")
+    parser.add_argument(
+        "--encoder", choices=ENCODER_NAMES, default=None, help="default: HINDSIGHT_ENCODER"
+    )
+    parser.add_argument(
+        "--loo", action="store_true", help="every idea leave-one-conversation-out (loo.json/md)"
+    )
     args = parser.parse_args(argv)
-    results, _ = asyncio.run(run(args.data, args.cache, args.rebuild, args.out))
+    if args.loo:
+        print(render(run_loo(args.data, args.cache, args.rebuild, args.out)))
+        return 0
+    results, _ = asyncio.run(run(args.data, args.cache, args.rebuild, args.out, args.encoder))
     print(render_summary(results))
     return 0
 

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from bench.locomo.baselines import BM25Retriever, DenseRetriever, Retriever, english_stopwords
 from bench.locomo.dataset import Conversation, load_locomo
+from bench.locomo.folds import fold_result, render_folds, samples_of, summarise
 from bench.locomo.metrics import (
     CONTEXT_K,
     TOKENIZER_NOTE,
@@ -128,7 +129,7 @@ async def open_method(name: str, settings: Settings) -> AsyncIterator[Retriever]
     elif name == "dense":
         from pipeline.models.encoders import load_encoder
 
-        yield DenseRetriever(load_encoder(settings.encoder))
+        yield DenseRetriever(load_encoder(settings.encoder, settings.encoder_threads))
     elif name == "hindsight":
         # Imported here so the baselines run without the streaming stack.
         from pipeline.interfaces.client import Hindsight
@@ -175,8 +176,17 @@ async def run_locomo(
     settings: Settings,
     methods: Sequence[str] = METHODS,
     limit_conversations: int | None = None,
+    folds: str | None = None,
 ) -> dict[str, Any]:
-    """Run the methods over the file, write results.json / results.md, return the results."""
+    """Run the methods over the file, write results.json / results.md, return the results.
+
+    ``folds="loo"`` also scores every method per conversation, as the held-out fold of a
+    leave-one-conversation-out split (folds.json / folds.md). Nothing is chosen here: each
+    method runs its shipped configuration, whose choices ``python -m bench.locomo.offline --loo``
+    made fold by fold.
+    """
+    if folds not in (None, "loo"):
+        raise ValueError(f"folds: expected 'loo', got {folds!r}")
     unknown = [m for m in methods if m not in ALL_METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown} (choose from {', '.join(ALL_METHODS)})")
@@ -185,6 +195,7 @@ async def run_locomo(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"methods": {}}
+    fold_tables: dict[str, Any] = {}
     seconds: dict[str, float] = {}
     traces: list[dict[str, Any]] = []
     for name in methods:
@@ -193,6 +204,11 @@ async def run_locomo(
             await retriever.prepare(conversations)
             scored, method_traces = await evaluate(conversations, retriever)
         results["methods"][name] = aggregate(scored)
+        if folds == "loo":
+            samples = samples_of(scored)
+            fold_tables[name] = summarise(
+                [fold_result(scored, sample, "fixed", 0.0) for sample in samples]
+            )
         traces += method_traces
         seconds[name] = time.perf_counter() - method_started
     seconds["total"] = time.perf_counter() - started
@@ -213,6 +229,12 @@ async def run_locomo(
     (out / "results.md").write_text(render_markdown(results), encoding="utf-8")
     # Per-question traces (ids and scores only) make regressions easy to locate.
     (out / "questions.jsonl").write_bytes(b"".join(orjson.dumps(t) + b"\n" for t in traces))
+    if fold_tables:
+        results["folds"] = fold_tables
+        (out / "folds.json").write_bytes(orjson.dumps(fold_tables, option=orjson.OPT_INDENT_2))
+        (out / "folds.md").write_text(
+            render_folds("LoCoMo per held-out conversation", fold_tables) + "\n", encoding="utf-8"
+        )
     return results
 
 
@@ -229,6 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated, from {','.join(ALL_METHODS)}",
     )
     parser.add_argument("--limit-conversations", type=int, default=None)
+    parser.add_argument(
+        "--folds",
+        choices=["loo"],
+        default=None,
+        help="also score each conversation as a held-out fold (folds.json, folds.md)",
+    )
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -250,9 +278,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if data_dir is not None:
             settings = settings.with_overrides(data_dir=data_dir)
         results = asyncio.run(
-            run_locomo(args.data, args.out, settings, methods, args.limit_conversations)
+            run_locomo(args.data, args.out, settings, methods, args.limit_conversations, args.folds)
         )
     print(render_summary(results))
+    if "folds" in results:
+        print(render_folds("LoCoMo per held-out conversation", results["folds"]))
     print(f"\n{TOKENIZER_NOTE}")
     print(f"wrote {args.out / 'results.json'} and {args.out / 'results.md'}")
     return 0

@@ -23,13 +23,16 @@ from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from pipeline.ingest.prepare import InputMessage, decode_input, rules_analysis
+from pipeline.crypto.envelope import seal, unseal
+from pipeline.crypto.keyring import KeyRing
+from pipeline.ingest.prepare import InputMessage, open_input, rules_analysis
 from pipeline.memory.rules.llm_extraction import supersedes
 from pipeline.models.llm import Extractor, OpenAICompatibleExtractor, extract_turn
-from pipeline.runtime.settings import Settings
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
+from pipeline.runtime.settings import KafkaSecurity, Settings
 from pipeline.views.state_topic import partition_ids
 from schemas.codec import decode_event, encode
-from schemas.errors import HindsightError, InvalidEvent
+from schemas.errors import DataKeyDestroyed, HindsightError, InvalidEvent, UnknownDataKey
 from schemas.events import ExtractionRecorded, TurnRecorded
 from schemas.prepared import TurnAnalysis
 from topics.catalogue import topic_names
@@ -39,7 +42,8 @@ log = logging.getLogger("hindsight.extractions")
 ExtractionKey = tuple[str, str]  # (namespace, turn event id): event ids are unique per namespace
 
 
-Candidate = tuple[InputMessage, TurnRecorded, TurnAnalysis, list[TurnRecorded]]
+# (message, turn, its rules analysis, earlier turns of its session, the turn's data key id)
+Candidate = tuple[InputMessage, TurnRecorded, TurnAnalysis, list[TurnRecorded], str | None]
 
 
 class RecordedExtractions:
@@ -47,7 +51,8 @@ class RecordedExtractions:
 
     Without an extractor it only looks records up (plain replay). With one it calls the model for
     turns without a record; with ``re_extract`` it calls it for every turn and records the answers
-    at a revision above any in the log (the explicit reprocess mode).
+    at a revision above any in the log (the explicit reprocess mode). A record is sealed with its
+    turn's data key (``keys``), so erasing the turn erases the extraction too.
     """
 
     def __init__(
@@ -60,18 +65,22 @@ class RecordedExtractions:
         re_extract: bool = False,
         concurrency: int = 4,
         catch_up_timeout_s: float = 60.0,
+        security: KafkaSecurity | None = None,
+        keys: KeyRing | None = None,
     ) -> None:
         if (extractor is not None or re_extract) and producer is None:
             raise ValueError("calling the LLM needs a producer: answers are recorded before use")
         if re_extract and extractor is None:
             raise ValueError("re_extract needs an extractor")
         self._bootstrap = bootstrap
+        self._security = security
         self._topic = topic
         self._producer = producer
         self._extractor = extractor
         self._re_extract = re_extract
         self._concurrency = asyncio.Semaphore(max(1, concurrency))
         self._timeout_s = catch_up_timeout_s
+        self._keys = keys
         self._consumer: AIOKafkaConsumer | None = None
         self._partitions: set[int] = set()
         self._assigned: set[int] = set()
@@ -80,7 +89,7 @@ class RecordedExtractions:
         self.counts: Counter[str] = Counter()
 
     async def start(self, *, load_all: bool = False) -> None:
-        self._partitions = set(await partition_ids(self._bootstrap, self._topic))
+        self._partitions = set(await partition_ids(self._bootstrap, self._topic, self._security))
         if not self._partitions and self._producer is not None:
             raise HindsightError(
                 f"topic {self._topic}: missing; create the catalogue's topics "
@@ -91,6 +100,7 @@ class RecordedExtractions:
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            **client_kwargs(self._security),
         )
         await self._consumer.start()
         if load_all or self._re_extract:
@@ -101,7 +111,7 @@ class RecordedExtractions:
 
     async def stop(self) -> None:
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_consumer(self._consumer)
             self._consumer = None
         if self._extractor is not None:
             await self._extractor.aclose()
@@ -121,7 +131,14 @@ class RecordedExtractions:
     # -- reading the log -------------------------------------------------------------------
     def _absorb(self, value: bytes | None, partition: int, offset: int) -> None:
         try:
-            event = decode_event(value)
+            event = decode_event(unseal(value, self._keys, "extractions").content)
+        except DataKeyDestroyed:
+            self.counts["extraction_records_shredded"] += 1  # its turn was erased
+            return
+        except UnknownDataKey as error:
+            log.warning("%s[%d]@%d: %s", self._topic, partition, offset, error)
+            self.counts["extraction_records_unopened"] += 1
+            return
         except InvalidEvent as error:
             log.warning(
                 "%s[%d]@%d: unreadable extraction: %s", self._topic, partition, offset, error
@@ -194,9 +211,9 @@ class RecordedExtractions:
         sessions: dict[tuple[str, str], list[TurnRecorded]] = defaultdict(list)
         for message in batch:
             try:
-                turn = decode_input(message)
-            except InvalidEvent:
-                continue  # prepare dead-letters it
+                turn, envelope = open_input(message, self._keys)
+            except (InvalidEvent, UnknownDataKey, DataKeyDestroyed):
+                continue  # prepare dead-letters or shreds it
             if not isinstance(turn, TurnRecorded):
                 continue
             turns.append((message, turn))
@@ -205,7 +222,8 @@ class RecordedExtractions:
                 analysis = rules_analysis(turn)
                 # The rules' filter still screens greetings and sign-offs: no call for "thanks!".
                 if analysis.remember:
-                    candidates.append((message, turn, analysis, list(earlier)))
+                    key_id = envelope.key_id if envelope is not None else None
+                    candidates.append((message, turn, analysis, list(earlier), key_id))
             earlier.append(turn)
         if not turns:
             return {}
@@ -246,22 +264,29 @@ class RecordedExtractions:
             async with self._concurrency:
                 return await extract_turn(extractor, turn, analysis, context, self.revision)
 
-        records = await asyncio.gather(*(one(t, a, c) for _, t, a, c in to_call))
+        records = await asyncio.gather(*(one(t, a, c) for _, t, a, c, _ in to_call))
         self.counts["llm_calls"] += len(records)
         self.counts["llm_fallbacks"] += sum(1 for r in records if r.source == "rules_fallback")
         futures = []
-        for (message, _, _, _), record in zip(to_call, records, strict=True):
+        for (message, _, _, _, key_id), record in zip(to_call, records, strict=True):
             if message.partition not in self._partitions:
                 raise HindsightError(
                     f"topic {self._topic}: has no partition {message.partition}; every pipeline "
                     "topic must share one partition count (co-partitioning by namespace)"
                 )
             # Same partition number as the turn, so the worker that owns the turn reads it (I3).
+            if key_id is None:
+                value = encode(record)
+            else:
+                if self._keys is None:
+                    raise HindsightError("sealing an extraction needs the data-key ring")
+                key = self._keys.data_key(key_id)
+                value = seal(record, record.namespace, key, "extractions")
             futures.append(
                 await producer.send(
                     self._topic,
                     key=record.namespace.encode(),
-                    value=encode(record),
+                    value=value,
                     partition=message.partition,
                 )
             )
@@ -282,6 +307,7 @@ async def open_recorded_extractions(
     call_llm: bool,
     re_extract: bool = False,
     load_all: bool = False,
+    keys: KeyRing | None = None,
 ) -> RecordedExtractions:
     """The service for ``settings``' topics; ``call_llm`` builds the extractor from settings."""
     extractor = OpenAICompatibleExtractor.from_settings(settings) if call_llm else None
@@ -291,6 +317,8 @@ async def open_recorded_extractions(
         producer=producer if call_llm else None,
         extractor=extractor,
         re_extract=re_extract,
+        security=settings.kafka,
+        keys=keys,
     )
     try:
         await service.start(load_all=load_all)

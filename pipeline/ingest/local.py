@@ -8,13 +8,21 @@ the logic with plain values. The integration tests still run the real stages on 
 ``restart()`` rebuilds every partition's tables from what the state topic would hold (the last
 committed record per id, the counters, the watermark), which is what a worker does after a crash
 or a rebalance.
+
+With a ``KeyRing`` it also runs crypto-shredding in memory: ``publish_sealed`` seals events as
+the client does, erases destroy keys in the ring (standing in for the data-key topic), and
+``replayed()`` reads what is left, with the erasure ledger, as a replay would.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pipeline.crypto.envelope import DataKey, seal
+from pipeline.crypto.keyring import KeyRing
+from pipeline.crypto.shredding import has_own_key
 from pipeline.ingest.commit import PartitionOutput
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage
 from pipeline.ingest.prepare import ExtractionKey, InputMessage, prepare_batch
@@ -23,7 +31,8 @@ from pipeline.models.encoders import Encoder
 from pipeline.runtime.settings import MemoryPolicy
 from pipeline.views.state_topic import PartitionState, partition_for
 from schemas.codec import encode
-from schemas.events import ExtractionRecorded
+from schemas.data_keys import ErasureRecorded
+from schemas.events import ExtractionRecorded, InputEvent
 from schemas.memory import MemoryRecord, Watermark
 from topics.catalogue import topic_names
 
@@ -45,6 +54,7 @@ class LocalPipeline:
         partitions: int = 1,
         topic_prefix: str = "",
         extractions: Mapping[ExtractionKey, ExtractionRecorded] | None = None,
+        keys: KeyRing | None = None,
         classifier: TurnClassifier | None = None,
     ) -> None:
         self.encoder = encoder
@@ -55,12 +65,24 @@ class LocalPipeline:
         self.events_topic = names["events"]
         self.prepared_topic = names["prepared"]
         self.extractions = dict(extractions or {})
+        self.keys = keys
+        self._namespace_keys: dict[str, DataKey] = {}
         self._logs = [_Partition() for _ in range(partitions)]
         self.tables = {p: self._fresh_tables(p) for p in range(partitions)}
         self.outputs: list[PartitionOutput] = []
 
-    def _fresh_tables(self, partition: int) -> PartitionTables:
-        return PartitionTables(partition, self.events_topic, self.policy)
+    def _fresh_tables(
+        self, partition: int, ledger: Mapping[int, ErasureRecorded] | None = None
+    ) -> PartitionTables:
+        """Live tables shred (with a ring); replay's read the erasure ledger instead."""
+        return PartitionTables(
+            partition,
+            self.events_topic,
+            self.policy,
+            keys=self.keys,
+            shred=self.keys is not None and ledger is None,
+            recorded_erasures=dict(ledger or {}),
+        )
 
     # -- the input log ---------------------------------------------------------------------
     def publish(
@@ -81,6 +103,21 @@ class LocalPipeline:
         log.inputs.append(message)
         return message
 
+    def publish_sealed(self, event: InputEvent) -> InputMessage:
+        """Seal ``event`` as the client does (its own key, or the namespace's) and publish it."""
+        if self.keys is None:
+            raise ValueError("publish_sealed needs a LocalPipeline with a KeyRing")
+        namespace = event.namespace
+        key = self._namespace_keys.get(namespace)
+        if has_own_key(event) or key is None or self.keys.state(key.key_id) != "live":
+            key, record = self.keys.create(
+                namespace, event.event_id if has_own_key(event) else None
+            )
+            self.keys.add(record, key.secret)
+            if not has_own_key(event):
+                self._namespace_keys[namespace] = key
+        return self.publish(namespace, seal(event, namespace, key, "events"))
+
     # -- the stages ------------------------------------------------------------------------
     def prepare(self, batch_size: int = 64, *, resend_last: int = 0) -> None:
         """Prepare everything pending, ``batch_size`` inputs per encoder call.
@@ -93,15 +130,22 @@ class LocalPipeline:
             pending = log.inputs[start:]
             for index in range(0, len(pending), batch_size):
                 chunk = pending[index : index + batch_size]
-                batch = prepare_batch(chunk, self.encoder, self.extractions, self.classifier)
-                for message, prepared in batch.prepared:
+                batch = prepare_batch(
+                    chunk,
+                    self.encoder,
+                    self.extractions,
+                    self.keys,
+                    time_notes=self.policy.time_notes,
+                    classifier=self.classifier,
+                )
+                for (message, _), value in zip(batch.prepared, batch.values, strict=True):
                     log.prepared.append(
                         PreparedMessage(
                             self.prepared_topic,
                             message.partition,
                             len(log.prepared),
                             message.key,
-                            encode(prepared),
+                            value,
                         )
                     )
             log.prepared_upto = len(log.inputs)
@@ -128,15 +172,29 @@ class LocalPipeline:
                 log.state.records.pop(memory_id, None)
             else:
                 log.state.records[memory_id] = record
-        log.state.counters.update(output.counters)
+        for namespace, counters in output.counters.items():
+            if counters is None:
+                log.state.counters.pop(namespace, None)
+            else:
+                log.state.counters[namespace] = counters
+        log.state.erasures.extend(output.erasures)
         if output.watermark is not None:
             log.state.watermark = output.watermark
+        if self.keys is not None:
+            # The data-key topic's side of the same transaction.
+            self.keys.mark_destroyed(output.destroyed.values())
+            self.keys.record_erasures(output.erasures)
 
     def restart(self) -> None:
         """Drop every table and restore it from the committed state (a crash or a rebalance)."""
         for partition, log in enumerate(self._logs):
             self.tables[partition] = PartitionTables.restore(
-                partition, self.events_topic, self.policy, log.state
+                partition,
+                self.events_topic,
+                self.policy,
+                log.state,
+                keys=self.keys,
+                shred=self.keys is not None,
             )
 
     # -- reading ---------------------------------------------------------------------------
@@ -158,13 +216,23 @@ class LocalPipeline:
     def prepared_log(self, partition: int) -> Sequence[PreparedMessage]:
         return self._logs[partition].prepared
 
+    def erasures(self) -> list[ErasureRecorded]:
+        """The erasures the state topic would hold."""
+        return [erasure for log in self._logs for erasure in log.state.erasures]
+
     def replayed(self, batch_size: int = 2_000) -> dict[str, MemoryRecord]:
-        """What a replay builds from the prepared log: fresh tables, every event once more."""
+        """What a replay builds from the prepared log: fresh tables, every event once more —
+        without what was erased, with each recorded erase at its place."""
         records: dict[str, MemoryRecord] = {}
+        ledger: dict[int, dict[int, ErasureRecorded]] = {}
+        for erasure in self.keys.erasures() if self.keys is not None else []:
+            ledger.setdefault(erasure.source.partition, {})[erasure.source.offset] = erasure
+        self.replay_counts: Counter[str] = Counter()
         for partition, log in enumerate(self._logs):
-            tables = self._fresh_tables(partition)
+            tables = self._fresh_tables(partition, ledger.get(partition, {}))
             for index in range(0, len(log.prepared), batch_size):
                 output = tables.apply_all(log.prepared[index : index + batch_size])
+                self.replay_counts.update(output.counts)
                 for memory_id, (_, record) in output.writes.items():
                     if record is None:
                         records.pop(memory_id, None)

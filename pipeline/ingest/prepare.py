@@ -22,22 +22,29 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import faust
+import numpy as np
 from aiokafka import AIOKafkaProducer
 
+from pipeline.crypto.envelope import KeyLookup, seal, unseal
+from pipeline.crypto.keyring import KeyRing
 from pipeline.memory.rules.classify import Classification, classify, decided, not_remembered
-from pipeline.memory.rules.extraction import extract_entities, extract_triplet
+from pipeline.memory.rules.extraction import extract_entities, extract_triplet, search_text
 from pipeline.memory.rules.llm_extraction import apply_extraction
+from pipeline.memory.rules.slots import NEVER_UPDATES, slot_of
 from pipeline.models.classifier import TurnClassifier, TurnVerdict, classifier_for
 from pipeline.models.encoders import Encoder, Vectors, encoder_id, load_encoder
+from pipeline.runtime.kafka import faust_credentials
+from pipeline.runtime.metrics import dead_letter_reason, metrics
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.state_topic import make_producer
 from schemas.codec import decode_event, encode
-from schemas.errors import InvalidEvent
+from schemas.errors import DataKeyDestroyed, InvalidEvent, UnknownDataKey
 from schemas.events import (
     CommandIssued,
     ExtractionRecorded,
@@ -45,15 +52,17 @@ from schemas.events import (
     MemoriesRecalled,
     TurnRecorded,
 )
-from schemas.memory import DeadLetter
+from schemas.memory import DeadLetter, Slot
 from schemas.prepared import (
     EventPrepared,
     LogPosition,
     ModelIds,
     Rejected,
     TurnAnalysis,
+    Vector,
     encode_vector,
 )
+from schemas.sealed import Sealed
 from topics.catalogue import consumer_group, topic_names
 
 log = logging.getLogger("hindsight.prepare")
@@ -86,9 +95,18 @@ class InputMessage:
 @dataclass
 class PreparedBatch:
     prepared: list[tuple[InputMessage, EventPrepared]] = field(default_factory=list)
+    # The Kafka value of each prepared event: sealed with its input's data key, or plain.
+    values: list[bytes] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     encode_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Shredded:
+    """An input whose data key was destroyed: it was erased, there is nothing to read."""
+
+    key_id: str
 
 
 def dead_letter(message: InputMessage, error: InvalidEvent) -> DeadLetter:
@@ -106,9 +124,17 @@ def dead_letter(message: InputMessage, error: InvalidEvent) -> DeadLetter:
     )
 
 
-def decode_input(message: InputMessage) -> InputEvent:
-    """Decode, upcast and validate; the key must be the namespace (it chose the partition, I3)."""
-    event = decode_event(message.value)
+def open_input(
+    message: InputMessage, keys: KeyLookup | None = None
+) -> tuple[InputEvent, Sealed | None]:
+    """Open (when sealed), decode, upcast and validate one input; with the envelope it came in.
+
+    The key must be the namespace (it chose the partition, I3), and a sealed event's envelope
+    must name the namespace the event says. Raises ``InvalidEvent``, ``UnknownDataKey`` or
+    ``DataKeyDestroyed``.
+    """
+    opened = unseal(message.value, keys, "events")
+    event = decode_event(opened.content)
     if not isinstance(event, TurnRecorded | CommandIssued | MemoriesRecalled):
         raise InvalidEvent(f"{event.event_type} does not belong on the input log", "event_type")
     if message.key is not None and message.key.decode("utf-8", "replace") != event.namespace:
@@ -117,20 +143,62 @@ def decode_input(message: InputMessage) -> InputEvent:
             "namespace",
             "route",
         )
-    return event
+    if opened.envelope is not None and opened.envelope.namespace != event.namespace:
+        raise InvalidEvent(
+            f"sealed for namespace {opened.envelope.namespace!r}, the event says "
+            f"{event.namespace!r}",
+            "namespace",
+            "unseal",
+        )
+    return event, opened.envelope
 
 
-def search_text_of(turn: TurnRecorded) -> str:
+def decode_input(message: InputMessage, keys: KeyLookup | None = None) -> InputEvent:
+    """``open_input`` without the envelope."""
+    return open_input(message, keys)[0]
+
+
+def _unknown_key(error: UnknownDataKey) -> InvalidEvent:
+    return InvalidEvent(str(error).removeprefix("key_id: "), "key_id", "unseal")
+
+
+def prepared_value(
+    prepared: EventPrepared, key_id: str | None, keys: KeyRing | None
+) -> tuple[EventPrepared, bytes]:
+    """The prepared event's Kafka value: sealed with its input's key, its input position plain.
+
+    A key destroyed since the input was opened turns the event into a shredded marker.
+    """
+    if key_id is None or prepared.event is None:
+        return prepared, encode(prepared)
+    if keys is None or keys.state(key_id) != "live":
+        shredded = EventPrepared(
+            source=prepared.source,
+            models=prepared.models,
+            rejected=Rejected(
+                stage="prepare",
+                reason=f"data key {key_id} was destroyed: the event was erased",
+                field="key_id",
+                shredded=True,
+            ),
+        )
+        return shredded, encode(shredded)
+    key = keys.data_key(key_id)
+    return prepared, seal(prepared, key.namespace, key, "prepared", source=prepared.source)
+
+
+def turn_search_text(turn: TurnRecorded, *, time_notes: bool = True) -> str:
     """What the indexes and the learned classifier see of a turn.
 
-    The speaker frames the text for the indexes (pronouns, "my", who said it).
+    The speaker frames the text for the indexes (pronouns, "my", who said it), and the dates its
+    relative time phrases point at are resolved against the turn's time.
     """
-    return f"{turn.speaker}: {turn.text}"
+    return search_text(turn.speaker, turn.text, turn.event_time, time_notes=time_notes)
 
 
-def rules_analysis(turn: TurnRecorded) -> TurnAnalysis:
+def rules_analysis(turn: TurnRecorded, *, time_notes: bool = True) -> TurnAnalysis:
     """The rules' filter, kind, importance, triplet and entities for a turn (no vector yet)."""
-    return analysis_for(turn, classify(turn.text))
+    return analysis_for(turn, classify(turn.text), time_notes=time_notes)
 
 
 def learned_classification(turn: TurnRecorded, verdict: TurnVerdict) -> Classification:
@@ -140,12 +208,16 @@ def learned_classification(turn: TurnRecorded, verdict: TurnVerdict) -> Classifi
     return decided(turn.text, verdict.kind, verdict.reason)
 
 
-def learned_analysis(turn: TurnRecorded, verdict: TurnVerdict) -> TurnAnalysis:
+def learned_analysis(
+    turn: TurnRecorded, verdict: TurnVerdict, *, time_notes: bool = True
+) -> TurnAnalysis:
     """The analysis of a turn the learned classifier judged from its search text's vector."""
-    return analysis_for(turn, learned_classification(turn, verdict))
+    return analysis_for(turn, learned_classification(turn, verdict), time_notes=time_notes)
 
 
-def analysis_for(turn: TurnRecorded, decision: Classification) -> TurnAnalysis:
+def analysis_for(
+    turn: TurnRecorded, decision: Classification, *, time_notes: bool = True
+) -> TurnAnalysis:
     """A turn's analysis once its filter, kind and importance are decided (no vector yet)."""
     return TurnAnalysis(
         remember=decision.remember,
@@ -154,9 +226,28 @@ def analysis_for(turn: TurnRecorded, decision: Classification) -> TurnAnalysis:
         base_importance=decision.base_importance,
         reason=decision.reason,
         content=turn.text,
-        search_text=search_text_of(turn),
+        search_text=turn_search_text(turn, time_notes=time_notes),
         triplet=extract_triplet(turn.text, turn.speaker) if decision.remember else None,
         entities=extract_entities(turn.text) if decision.remember else [],
+    )
+
+
+def slot_signal(analysis: TurnAnalysis) -> Slot | None:
+    """The slot signal of a remembered statement; its ``frame`` is embedded with the batch.
+
+    Procedures, emotions and small talk never take part in an update, so they get none (and
+    cost no encoding).
+    """
+    return slot_of(analysis.content) if takes_slot(analysis) else None
+
+
+def takes_slot(analysis: TurnAnalysis) -> bool:
+    return analysis.remember and analysis.kind not in NEVER_UPDATES
+
+
+def with_slot_vector(analysis: TurnAnalysis, slot: Slot, frame_vector: Vector) -> TurnAnalysis:
+    return analysis.model_copy(
+        update={"slot": slot.model_copy(update={"vector_b64": encode_vector(frame_vector)})}
     )
 
 
@@ -164,46 +255,74 @@ def prepare_batch(
     messages: Sequence[InputMessage],
     encoder: Encoder,
     extractions: Mapping[ExtractionKey, ExtractionRecorded] | None = None,
+    keys: KeyRing | None = None,
+    *,
+    time_notes: bool = True,
     classifier: TurnClassifier | None = None,
 ) -> PreparedBatch:
-    """Prepare a batch: one encoder call for the turns and the forget queries.
+    """Prepare a batch: one encoder call for every remembered turn (and its slot frame) and
+    every forget query.
 
     With a learned ``classifier`` every turn's search text is embedded, because the filter reads
-    that vector; with ``None`` the rules decide first and only remembered turns are embedded.
+    that vector, and the slot frames of the statements it keeps follow in a second call (their
+    kind is known only then); with ``None`` the rules decide first and only remembered turns are
+    embedded.
     ``extractions`` ((namespace, turn event id) → recorded LLM extraction) override either for
-    those turns; they come from the log, never from a live call here (I2).
+    those turns; they come from the log, never from a live call here (I2). ``keys`` opens sealed
+    inputs and seals each prepared event with its input's key; an input whose key was destroyed
+    passes on as a shredded marker, one whose key is unknown is dead-lettered.
     """
     batch = PreparedBatch()
     recorded = extractions or {}
     encoder_name = encoder_id(encoder)
     classifier_name = classifier.id if classifier is not None else RULES_CLASSIFIER
-    decoded: list[tuple[InputMessage, InputEvent | InvalidEvent]] = []
+    decoded: list[tuple[InputMessage, InputEvent | InvalidEvent | Shredded]] = []
+    key_ids: list[str | None] = []
     for message in messages:
+        key_id = None
         try:
-            decoded.append((message, decode_input(message)))
+            opened, envelope = open_input(message, keys)
+            key_id = envelope.key_id if envelope is not None else None
+            if key_id is None:
+                batch.counts["plain_inputs"] += 1  # a raw producer's: it cannot be shredded
+            decoded.append((message, opened))
+        except DataKeyDestroyed as destroyed:
+            decoded.append((message, Shredded(destroyed.key_id)))
+        except UnknownDataKey as unknown:
+            decoded.append((message, _unknown_key(unknown)))
         except InvalidEvent as error:
             decoded.append((message, error))
+        key_ids.append(key_id)
 
     analyses: dict[int, TurnAnalysis] = {}
     to_classify: dict[int, TurnRecorded] = {}  # turns the learned classifier decides
     used: dict[int, ExtractionRecorded] = {}
     texts: list[str] = []
     text_of: dict[int, int] = {}
+    slot_of_turn: dict[int, tuple[Slot, int]] = {}  # index -> (slot, its frame's text index)
     for index, (_, event) in enumerate(decoded):
         if isinstance(event, TurnRecorded):
             record = recorded.get((event.namespace, event.event_id))
             if record is not None:
-                analyses[index] = apply_extraction(event, rules_analysis(event), record)
+                analyses[index] = apply_extraction(
+                    event, rules_analysis(event, time_notes=time_notes), record
+                )
                 used[index] = record
             elif classifier is None:
-                analyses[index] = rules_analysis(event)
+                analyses[index] = rules_analysis(event, time_notes=time_notes)
             else:
                 to_classify[index] = event
                 text_of[index] = len(texts)
-                texts.append(search_text_of(event))
-            if index in analyses and analyses[index].remember:
-                text_of[index] = len(texts)
-                texts.append(analyses[index].search_text)
+                texts.append(turn_search_text(event, time_notes=time_notes))
+            if index in analyses:
+                analysis = analyses[index]
+                if analysis.remember:
+                    text_of[index] = len(texts)
+                    texts.append(analysis.search_text)
+                slot = slot_signal(analysis)
+                if slot is not None:
+                    slot_of_turn[index] = (slot, len(texts))
+                    texts.append(slot.frame)
         elif isinstance(event, CommandIssued) and event.query is not None:
             text_of[index] = len(texts)
             texts.append(event.query)
@@ -211,7 +330,20 @@ def prepare_batch(
     vectors = encoder.encode(texts)
     batch.encode_seconds = time.perf_counter() - started
     if classifier is not None and to_classify:
-        analyses.update(classify_turns(classifier, to_classify, vectors, text_of))
+        learned = classify_turns(classifier, to_classify, vectors, text_of, time_notes=time_notes)
+        analyses.update(learned)
+        # The kind is known only now: the frames of the statements kept take a second call
+        # (embedding every turn's frame up front would double the encoder's work).
+        frames: list[str] = []
+        for index, analysis in learned.items():
+            slot = slot_signal(analysis)
+            if slot is not None:
+                slot_of_turn[index] = (slot, len(texts) + len(frames))
+                frames.append(slot.frame)
+        if frames:
+            started = time.perf_counter()
+            vectors = np.concatenate([vectors, encoder.encode(frames)])
+            batch.encode_seconds += time.perf_counter() - started
 
     for index, (message, event) in enumerate(decoded):
         models = ModelIds(
@@ -219,7 +351,19 @@ def prepare_batch(
             classifier=classifier_name,
             extractor=used[index].extractor if index in used else None,
         )
-        if isinstance(event, InvalidEvent):
+        if isinstance(event, Shredded):
+            batch.counts["shredded"] += 1
+            prepared = EventPrepared(
+                source=message.position,
+                models=models,
+                rejected=Rejected(
+                    stage="prepare",
+                    reason=f"data key {event.key_id} was destroyed: the event was erased",
+                    field="key_id",
+                    shredded=True,
+                ),
+            )
+        elif isinstance(event, InvalidEvent):
             batch.dead_letters.append(dead_letter(message, event))
             batch.counts["dead_letters"] += 1
             prepared = EventPrepared(
@@ -234,6 +378,9 @@ def prepare_batch(
                 turn_analysis = turn_analysis.model_copy(
                     update={"vector_b64": encode_vector(vector)}
                 )
+            if turn_analysis is not None and index in slot_of_turn:
+                slot, frame_index = slot_of_turn[index]
+                turn_analysis = with_slot_vector(turn_analysis, slot, vectors[frame_index])
             prepared = EventPrepared(
                 source=message.position,
                 models=models,
@@ -248,7 +395,9 @@ def prepare_batch(
             batch.counts[event.event_type] += 1
             if turn_analysis is not None and not turn_analysis.remember:
                 batch.counts["filtered"] += 1
+        prepared, value = prepared_value(prepared, key_ids[index], keys)
         batch.prepared.append((message, prepared))
+        batch.values.append(value)
     return batch
 
 
@@ -257,6 +406,8 @@ def classify_turns(
     turns: Mapping[int, TurnRecorded],
     vectors: Vectors,
     row_of: Mapping[int, int],
+    *,
+    time_notes: bool = True,
 ) -> dict[int, TurnAnalysis]:
     """The learned analyses of ``turns`` (by batch index) from their rows of the batch's vectors."""
     order = list(turns)
@@ -264,7 +415,7 @@ def classify_turns(
         [turns[index].text for index in order], vectors[[row_of[index] for index in order]]
     )
     return {
-        index: learned_analysis(turns[index], verdict)
+        index: learned_analysis(turns[index], verdict, time_notes=time_notes)
         for index, verdict in zip(order, verdicts, strict=True)
     }
 
@@ -278,10 +429,10 @@ async def publish_prepared(
         await producer.send(
             prepared_topic,
             key=message.key,
-            value=encode(prepared),
+            value=value,
             partition=message.partition,
         )
-        for message, prepared in batch.prepared
+        for (message, _), value in zip(batch.prepared, batch.values, strict=True)
     ]
     futures += [
         await producer.send(
@@ -296,6 +447,24 @@ async def publish_prepared(
         await asyncio.gather(*futures)
 
 
+def observe_batch(batch: PreparedBatch, encoder_name: str, seconds: float) -> None:
+    """Prometheus series of the stage (operations only; nothing decides on them)."""
+    series = metrics()
+    for event_type in ("TurnRecorded", "CommandIssued", "MemoriesRecalled"):
+        if batch.counts[event_type]:
+            series.events_in.labels("prepare", event_type).inc(batch.counts[event_type])
+    series.events_out.labels("prepare", "prepared").inc(len(batch.prepared))
+    for letter in batch.dead_letters:
+        series.dead_letters.labels("prepare", dead_letter_reason(letter.stage, letter.field)).inc()
+    series.encode_seconds.labels(encoder_name).observe(batch.encode_seconds)
+    series.batch_seconds.labels("prepare").observe(seconds)
+
+
+def _ring(state: dict[str, Any]) -> KeyRing | None:
+    store = state.get("keys")
+    return None if store is None else store.ring
+
+
 def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> faust.App:
     """The ``prepare`` stage as a Faust app (built by a factory, never at import time)."""
     if not settings.bootstrap:
@@ -304,6 +473,7 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
     app = faust.App(
         consumer_group(settings.app_id, "prepare"),
         broker=f"kafka://{settings.bootstrap}",
+        broker_credentials=faust_credentials(settings.kafka),
         datadir=str(Path(settings.data_dir) / "faust-prepare"),
         web_enabled=False,
         producer_acks=-1,
@@ -314,7 +484,10 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         broker_commit_interval=1.0,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=settings.heartbeat_interval_s,
-        stream_wait_empty=False,
+        # On shutdown Faust stops fetching, then waits until every delivered event is acked (our
+        # batch in flight published) before the shutdown hook closes the producer; only then
+        # are the agents stopped, so no batch is cut in half and nothing unpublished is acked.
+        stream_wait_empty=True,
         key_serializer="raw",
         value_serializer="raw",
     )
@@ -328,21 +501,26 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
             return
         loop = asyncio.get_running_loop()
         state["encoder"] = encoder or await loop.run_in_executor(
-            None, load_encoder, settings.encoder
+            None, load_encoder, settings.encoder, settings.encoder_threads
         )
         state["classifier"] = classifier_for(settings.classifier, state["encoder"].name)
         log.info(
             "prepare: classifier %s",
             state["classifier"].id if state["classifier"] is not None else RULES_CLASSIFIER,
         )
-        producer = make_producer(settings.bootstrap or "", f"{settings.app_id}-prepare")
+        producer = make_producer(
+            settings.bootstrap or "", f"{settings.app_id}-prepare", settings.kafka
+        )
         await producer.start()
         state["producer"] = producer
+        from pipeline.crypto.keystore import open_key_store
+
+        state["keys"] = await open_key_store(settings)
         if settings.llm_base_url:
             from pipeline.ingest.extractions import open_recorded_extractions
 
             state["extractions"] = await open_recorded_extractions(
-                settings, producer, call_llm=True
+                settings, producer, call_llm=True, keys=_ring(state)
             )
 
     @app.timer(interval=2.0)
@@ -355,6 +533,9 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         extractions = state.pop("extractions", None)
         if extractions is not None:
             await extractions.stop()
+        keys = state.pop("keys", None)
+        if keys is not None:
+            await keys.stop()
         producer = state.pop("producer", None)
         if producer is not None:
             await producer.stop()
@@ -378,22 +559,35 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                 )
                 for e in taken
             ]
+            if state["keys"] is not None:
+                # Every key is acked before the first value sealed with it; the follower may
+                # just not have read it yet. One still unknown after the wait is dead-lettered.
+                with stats.timed("keys"):
+                    await state["keys"].wait_for_values(
+                        [m.value for m in messages], settings.key_wait_s
+                    )
             extractions = None
             if "extractions" in state:
                 # Looked up, or asked and recorded (acks=all) before use (I2).
                 with stats.timed("extractions"):
                     extractions = await state["extractions"].for_batch(messages)
+            started = time.perf_counter()
             with stats.timed("prepare"):
                 batch = await loop.run_in_executor(
                     None,
-                    prepare_batch,
-                    messages,
-                    state["encoder"],
-                    extractions,
-                    state["classifier"],
+                    partial(
+                        prepare_batch,
+                        messages,
+                        state["encoder"],
+                        extractions,
+                        _ring(state),
+                        time_notes=settings.memory.time_notes,
+                        classifier=state["classifier"],
+                    ),
                 )
             with stats.timed("publish"):
                 await publish_prepared(state["producer"], settings, batch, names["prepared"])
+            observe_batch(batch, encoder_id(state["encoder"]), time.perf_counter() - started)
             stats.seconds["encode"] += batch.encode_seconds
             stats.counts.update(batch.counts)
             stats.counts["events"] += len(messages)

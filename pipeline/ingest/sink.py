@@ -6,6 +6,10 @@ enough (I4). The input watermarks it passes are stored beside the rows, so the v
 fresh it is (I5). One sink per Milvus Lite file (one process may open it); any number against a
 Milvus server, sharing the partitions. Collections carry the deployment's topic prefix, so
 deployments sharing a Milvus server never see each other's memories.
+
+Records arrive sealed (docs/ERASURE.md) and are opened with the data-key store; a record whose
+key was destroyed is deleted like a tombstone. Milvus keeps deleted rows in its files, so a batch
+that deleted something ends with :meth:`MilvusView.purge`.
 """
 
 from __future__ import annotations
@@ -20,13 +24,19 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import ConsumerStoppedError
 from mode import Service
 
+from pipeline.crypto.envelope import KeyLookup
+from pipeline.crypto.keystore import TopicKeyStore, open_key_store
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
+from pipeline.runtime.metrics import metrics
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import StageStats
 from pipeline.views.milvus import DEFAULT_COLLECTION, MilvusView
 from pipeline.views.milvus import watermark_key as milvus_watermark_key
 from pipeline.views.state_topic import (
     RecordEntry,
+    Shredded,
     Tombstone,
+    Unopened,
     WatermarkEntry,
     committed_consumer,
     parse_state_message,
@@ -55,19 +65,24 @@ def collection_for(topic_prefix: str) -> str:
 class ViewBatch:
     """What a batch of state-topic messages asks of the view, folded in log order."""
 
-    def __init__(self) -> None:
+    def __init__(self, keys: KeyLookup | None = None) -> None:
+        self.keys = keys
         self.upserts: dict[str, MemoryRecord] = {}
         self.deletes: set[str] = set()
         self.watermarks: dict[str, int] = {}
+        self.unopened = 0
 
     def add(self, key: bytes | None, value: bytes | None) -> None:
-        entry = parse_state_message(key, value)
+        entry = parse_state_message(key, value, self.keys)
         if isinstance(entry, RecordEntry):
             self.deletes.discard(entry.record.id)
             self.upserts[entry.record.id] = entry.record
-        elif isinstance(entry, Tombstone):
+        elif isinstance(entry, Tombstone | Shredded):
             self.upserts.pop(entry.memory_id, None)
             self.deletes.add(entry.memory_id)
+        elif isinstance(entry, Unopened):
+            self.unopened += 1
+            log.error("state record %s not readable: %s", entry.memory_id, entry.reason)
         elif isinstance(entry, WatermarkEntry):
             mark = entry.watermark
             name = milvus_watermark_key(mark.topic, mark.partition)
@@ -78,14 +93,21 @@ class ViewBatch:
         if self.upserts:
             view.upsert(list(self.upserts.values()))
         if self.deletes:
-            view.delete(sorted(self.deletes))
-            view.flush()  # a hard erase leaves the segment files at once
+            present = view.get(sorted(self.deletes))
+            if present:
+                view.delete(r.id for r in present)
+                view.flush()
+                view.purge()  # a hard erase leaves the segment files too
         view.set_watermarks(self.watermarks)
 
 
-def apply_to_view(view: MilvusView, messages: Iterable[tuple[bytes | None, bytes | None]]) -> int:
+def apply_to_view(
+    view: MilvusView,
+    messages: Iterable[tuple[bytes | None, bytes | None]],
+    keys: KeyLookup | None = None,
+) -> int:
     """Fold state-topic messages into the view; returns how many there were (replay uses it)."""
-    batch = ViewBatch()
+    batch = ViewBatch(keys)
     count = 0
     for key, value in messages:
         batch.add(key, value)
@@ -108,11 +130,16 @@ class SinkStage(Service):
         self.state_topic = topic_names(settings.topic_prefix)["memory_state"]
         self._consumer: AIOKafkaConsumer | None = None
         self._view: MilvusView | None = None
+        self._keys: TopicKeyStore | None = None
         self._dirty = False
         self.stats = StageStats(STAGE)
+        # Held while a batch is written: shutdown waits for it before closing the view, so a
+        # stop never cuts a Milvus write in half.
+        self._batch = asyncio.Lock()
 
     async def on_start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._keys = await open_key_store(self.settings)
         view = MilvusView(
             self.milvus_uri, self.dimension, collection_for(self.settings.topic_prefix)
         )
@@ -124,6 +151,7 @@ class SinkStage(Service):
             client_id=self.group_id,
             session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_interval_s * 1000),
+            **client_kwargs(self.settings.kafka),
         )
         await consumer.start()
         consumer.subscribe([self.state_topic])
@@ -134,9 +162,12 @@ class SinkStage(Service):
         self.stats.write(self.settings.data_dir)
 
     async def on_stop(self) -> None:
-        self.stats.write(self.settings.data_dir)
-        if self._consumer is not None:
-            await self._consumer.stop()
+        async with self._batch:  # the batch in flight is written and committed first
+            self.stats.write(self.settings.data_dir)
+            if self._consumer is not None:
+                await stop_consumer(self._consumer)
+            if self._keys is not None:
+                await self._keys.stop()
         if self._view is not None:
             view, self._view = self._view, None
             await asyncio.get_running_loop().run_in_executor(None, view.flush)
@@ -156,15 +187,29 @@ class SinkStage(Service):
                     return
                 raise
             messages = [(m.key, m.value) for batch in batches.values() for m in batch]
-            if messages:
-                with self.stats.timed("view"):
-                    count = await loop.run_in_executor(None, apply_to_view, view, messages)
-                await consumer.commit()  # after the view has them: at-least-once, idempotent
-                self.stats.counts["state_messages"] += count
-                self._dirty = True
-            if self._dirty and time.monotonic() - last_flush >= FLUSH_EVERY_S:
-                # Sealed segments keep Milvus searches off the slow unflushed path.
-                with self.stats.timed("flush"):
-                    await loop.run_in_executor(None, view.flush)
-                self._dirty = False
-                last_flush = time.monotonic()
+            if messages and self._keys is not None:
+                with self.stats.timed("keys"):
+                    await self._keys.wait_for_values(
+                        [value for _, value in messages], self.settings.key_wait_s
+                    )
+            async with self._batch:
+                if self.should_stop:
+                    return  # not committed: the next sink reads these again
+                if messages:
+                    started = time.perf_counter()
+                    ring = None if self._keys is None else self._keys.ring
+                    with self.stats.timed("view"):
+                        count = await loop.run_in_executor(
+                            None, apply_to_view, view, messages, ring
+                        )
+                    metrics().events_in.labels(STAGE, "MemoryRecord").inc(count)
+                    metrics().batch_seconds.labels(STAGE).observe(time.perf_counter() - started)
+                    await consumer.commit()  # after the view has them: at-least-once, idempotent
+                    self.stats.counts["state_messages"] += count
+                    self._dirty = True
+                if self._dirty and time.monotonic() - last_flush >= FLUSH_EVERY_S:
+                    # Sealed segments keep Milvus searches off the slow unflushed path.
+                    with self.stats.timed("flush"):
+                        await loop.run_in_executor(None, view.flush)
+                    self._dirty = False
+                    last_flush = time.monotonic()

@@ -38,6 +38,10 @@ def _settings(args: argparse.Namespace) -> Settings:
         changes["data_dir"] = Path(args.data_dir)
     if getattr(args, "partitions", None):
         changes["partitions"] = args.partitions
+    if getattr(args, "api_key", None):
+        changes["api_key"] = args.api_key
+    if getattr(args, "no_auth", False):
+        changes["auth"] = False
     return settings.with_overrides(**changes)
 
 
@@ -50,10 +54,12 @@ def _client_settings(args: argparse.Namespace) -> Settings:
     if stack_file.exists():
         stack = orjson.loads(stack_file.read_bytes())
         # partitions too: `recall --wait-for` maps the namespace to its partition with it.
+        # The local admin key `up` wrote (mode 0600), unless a key was given explicitly.
         return settings.with_overrides(
             bootstrap=stack["bootstrap"],
             topic_prefix=stack.get("topic_prefix"),
             partitions=stack.get("partitions"),
+            api_key=settings.api_key or stack.get("api_key"),
         )
     raise HindsightError(
         "no running stack: pass --bootstrap HOST:PORT or start one with `hindsight up`"
@@ -78,6 +84,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.bootstrap:
         raise HindsightError("worker: --bootstrap HOST:PORT is required (or HINDSIGHT_BOOTSTRAP)")
+    if args.metrics_host:
+        settings = settings.with_overrides(metrics_host=args.metrics_host)
+    port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
+    if port:
+        from pipeline.runtime.metrics import serve_metrics
+
+        served = serve_metrics(settings.metrics_host, port)
+        print(f"worker metrics on http://{settings.metrics_host}:{served.port}/metrics", flush=True)
     run_worker(settings, parse_stages(args.stages), loglevel=args.loglevel)
     return 0
 
@@ -90,7 +104,11 @@ def cmd_topics_create(args: argparse.Namespace) -> int:
         raise HindsightError("topics create: --bootstrap HOST:PORT is required")
     asyncio.run(
         ensure_topics(
-            settings.bootstrap, settings.topic_prefix, settings.partitions, args.replication_factor
+            settings.bootstrap,
+            settings.topic_prefix,
+            settings.partitions,
+            args.replication_factor,
+            security=settings.kafka,
         )
     )
     print("topics ready")
@@ -101,6 +119,55 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from pipeline.runtime.demo import run_demo
 
     return asyncio.run(run_demo(_settings(args)))
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    from pipeline.security.management import create_key
+
+    created = asyncio.run(
+        create_key(_client_settings(args), args.scope, name=args.name, expires_days=args.expires)
+    )
+    if args.json:
+        _print_json({"key": created.token, **_key_summary(created.event)})
+    else:
+        print(created.token)
+        print(
+            f"key {created.event.key_id} created; this is the only time it is shown, store it now",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _key_summary(record: Any) -> dict[str, Any]:
+    return {
+        "key_id": record.key_id,
+        "name": record.name,
+        "scopes": [f"{g.pattern}:{','.join(g.actions)}" for g in record.scopes],
+        "created_at": getattr(record, "created_at", None),
+        "expires_at": getattr(record, "expires_at", None),
+    }
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    from pipeline.security.management import list_keys
+
+    rows = asyncio.run(list_keys(_client_settings(args)))
+    if args.json:
+        _print_json(rows)
+    else:
+        for row in rows:
+            expires = f" expires {row['expires_at']}" if row["expires_at"] else ""
+            print(f"{row['key_id']}  {row['status']:<8} {row['name'] or '-':<24} "
+                  f"{' '.join(row['scopes'])}{expires}")  # fmt: skip
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    from pipeline.security.management import revoke_key
+
+    asyncio.run(revoke_key(_client_settings(args), args.key_id, reason=args.reason))
+    print(f"key {args.key_id} revoked")
+    return 0
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -196,6 +263,34 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_erase(args: argparse.Namespace) -> int:
+    async def action(client: Any) -> Any:
+        return await client.erase_namespace(
+            args.namespace, reason=args.reason, timeout=args.timeout
+        )
+
+    outcome = asyncio.run(_with_client(args, action))
+    erasure = outcome.erasure
+    payload = {
+        **outcome.receipt.__dict__,
+        "memory_ids": outcome.memory_ids,
+        "keys_destroyed": None if erasure is None else erasure.keys_destroyed,
+    }
+    if args.json:
+        _print_json(payload)
+    else:
+        keys = (
+            "no data keys (encryption off)"
+            if erasure is None
+            else (f"{erasure.keys_destroyed} data keys destroyed")
+        )
+        print(
+            f"erased namespace {args.namespace} ({outcome.receipt.event_id}): "
+            f"{len(outcome.memory_ids)} memories, {keys}"
+        )
+    return 0
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     async def action(client: Any) -> Any:
         return await client.inspect(args.namespace, args.memory_id)
@@ -268,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("up", help="run broker + worker + API as a long-lived service")
     stack_options(p)
     p.add_argument("--no-api", action="store_true")
+    p.add_argument("--no-auth", action="store_true", help="serve without API keys (loopback only)")
     p.add_argument("--mcp-http", action="store_true", help="also serve MCP over streamable HTTP")
     p.set_defaults(func=cmd_up)
 
@@ -282,12 +378,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--app-id")
     p.add_argument("--encoder")
     p.add_argument("--loglevel", default="info")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus /metrics on this port (default HINDSIGHT_METRICS_PORT; 0: off)",
+    )
+    p.add_argument("--metrics-host", help="address for /metrics (default 127.0.0.1)")
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("api", help="serve the HTTP API against a running stack")
     stack_options(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--no-auth", action="store_true", help="serve without API keys (loopback only)")
     p.set_defaults(func=cmd_api)
 
     p = sub.add_parser("mcp", help="serve the MCP server (stdio or streamable HTTP)")
@@ -295,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8766)
+    p.add_argument("--api-key", help="stdio: the key every tool call uses (HINDSIGHT_API_KEY)")
+    p.add_argument("--no-auth", action="store_true", help="serve without API keys (loopback only)")
     p.set_defaults(func=cmd_mcp)
 
     topics = sub.add_parser("topics", help="topic administration").add_subparsers(
@@ -304,6 +409,32 @@ def build_parser() -> argparse.ArgumentParser:
     stack_options(p)
     p.add_argument("--replication-factor", type=int, default=1)
     p.set_defaults(func=cmd_topics_create)
+
+    keys = sub.add_parser("keys", help="API keys: create, list, revoke").add_subparsers(
+        dest="keys_command", required=True
+    )
+    p = keys.add_parser("create", help="create a key; it is printed once")
+    stack_options(p)
+    p.add_argument(
+        "--scope",
+        action="append",
+        required=True,
+        help="PATTERN:ACTIONS, e.g. 'team-a:*:recall,retain' or '*:admin' (repeatable); "
+        "actions: retain, recall, forget, erase, admin",
+    )
+    p.add_argument("--name", default="", help="a label shown by `keys list`")
+    p.add_argument("--expires", type=float, help="days until the key expires")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_keys_create)
+    p = keys.add_parser("list", help="every key with its status and scopes (no secrets)")
+    stack_options(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_keys_list)
+    p = keys.add_parser("revoke", help="revoke a key (every API process sees it)")
+    stack_options(p)
+    p.add_argument("key_id")
+    p.add_argument("--reason")
+    p.set_defaults(func=cmd_keys_revoke)
 
     p = sub.add_parser("retain", help="publish one turn")
     stack_options(p)
@@ -342,6 +473,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_forget)
+
+    p = sub.add_parser(
+        "erase",
+        help="erase a whole namespace for good: its memories and every data key of its content",
+    )
+    stack_options(p)
+    p.add_argument("namespace")
+    p.add_argument("--reason")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_erase)
 
     p = sub.add_parser("inspect", help="show a memory with provenance and history")
     stack_options(p)
@@ -386,6 +528,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from pipeline.runtime.quiet import quiet_known_transients
+
+    quiet_known_transients()
     try:
         return int(args.func(args) or 0)
     except HindsightError as error:

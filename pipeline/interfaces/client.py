@@ -6,11 +6,16 @@ the one input log ``hindsight.events.v1`` and returns where it landed (a ``Recei
 the hot recall view fed by the compacted state topic. A forget by query carries the query: the
 pipeline resolves it at the command's place in the log, so it sees the turns before it, and
 replay resolves it identically.
+
+With encryption on (the default) every event is sealed before it is published (docs/ERASURE.md):
+a turn and an erase each with a data key of their own, created and acknowledged (acks=all) on
+the data-key topic first; other commands and recall signals with the namespace's command key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
@@ -19,20 +24,34 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
-from pydantic import BaseModel
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from pydantic import BaseModel, Field
 
+from pipeline.crypto.envelope import DataKey, seal
+from pipeline.crypto.keyring import KeyRing
+from pipeline.crypto.keystore import TopicKeyStore, open_key_store
+from pipeline.crypto.shredding import has_own_key
 from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.recall.context import format_context
 from pipeline.recall.engine import RecallEngine
 from pipeline.recall.hot_index import HotIndex
-from pipeline.recall.types import RecalledMemory
+from pipeline.recall.types import RecalledMemory, RecallTrace
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
+from pipeline.runtime.metrics import metrics
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import StateFollower, make_producer, partition_for
 from schemas.codec import encode, validate
-from schemas.errors import HindsightError, InvalidEvent, MemoryNotFound
-from schemas.events import CommandIssued, MemoriesRecalled, RecallHit, TurnRecorded, check_namespace
-from schemas.memory import MemoryRecord
+from schemas.data_keys import ErasureRecorded
+from schemas.errors import HindsightError, InvalidEvent, MemoryNotFound, WatermarkTimeout
+from schemas.events import (
+    CommandIssued,
+    InputEvent,
+    MemoriesRecalled,
+    RecallHit,
+    TurnRecorded,
+    check_namespace,
+)
+from schemas.memory import MemoryRecord, Watermark
 from topics.catalogue import topic_names
 
 
@@ -47,9 +66,6 @@ class Receipt:
     offset: int
 
 
-TurnReceipt = Receipt
-
-
 @dataclass(frozen=True)
 class ForgetOutcome:
     """What a forget did: where it landed, and (once applied) the memories it took."""
@@ -58,6 +74,18 @@ class ForgetOutcome:
     command: str  # forget | erase
     memory_ids: list[str]
     applied: bool
+
+
+REPUBLISHED_HEADER = "hindsight-republished-from"
+
+
+@dataclass(frozen=True)
+class ErasureOutcome:
+    """A whole-namespace erase, applied: the memories it took and the data keys it destroyed."""
+
+    receipt: Receipt
+    memory_ids: list[str]
+    erasure: ErasureRecorded | None  # None when encryption is off (nothing was shredded)
 
 
 class RecallResult(BaseModel):
@@ -69,6 +97,27 @@ class RecallResult(BaseModel):
     context: str
     # Where the reinforcement signal of this recall landed (None when nothing was reinforced).
     signal: Receipt | None = None
+    trace: RecallTrace | None = Field(
+        default=None, description="How the recall was routed and how many candidates it scored."
+    )
+
+
+class FreshnessProbe:
+    """Turn → recallable: each live watermark's input timestamp against the wall clock.
+
+    Only marks read while following count: the catch-up at start-up replays old marks.
+    """
+
+    def __init__(self) -> None:
+        self.follower: StateFollower | None = None
+
+    def observe(self, mark: Watermark) -> None:
+        if self.follower is None or not self.follower.running:
+            return
+        if mark.input_timestamp_ms is not None:
+            # Wall clock on purpose: freshness is an operational measure, not a memory decision.
+            seconds = time.time() - mark.input_timestamp_ms / 1000.0
+            metrics().freshness_seconds.observe(max(0.0, seconds))
 
 
 def _now() -> datetime:
@@ -83,15 +132,21 @@ class Hindsight:
         producer: AIOKafkaProducer,
         follower: StateFollower,
         index: HotIndex,
+        keys: TopicKeyStore | None = None,
     ) -> None:
         self.settings = settings
         self._producer = producer
         self._follower = follower
         self._index = index
+        self._keys = keys
+        self._namespace_keys: dict[str, DataKey] = {}
+        self._namespace_key_lock = asyncio.Lock()
         self._names = topic_names(settings.topic_prefix)
         self._encoder: Encoder | None = None
         self._engine: RecallEngine | None = None
         self._encoder_lock = asyncio.Lock()
+        self._offsets: AIOKafkaConsumer | None = None  # end offsets for wait_for checks
+        self._offsets_lock = asyncio.Lock()
 
     @classmethod
     @asynccontextmanager
@@ -103,27 +158,81 @@ class Hindsight:
                 "Hindsight.connect needs settings.bootstrap; start the stack first"
             )
         names = topic_names(settings.topic_prefix)
-        producer = make_producer(settings.bootstrap, "hindsight-client")
+        producer = make_producer(settings.bootstrap, "hindsight-client", settings.kafka)
         await producer.start()
+        keys: TopicKeyStore | None = None
         index = HotIndex()
-        follower = StateFollower(
-            settings.bootstrap, names["memory_state"], index.apply, index.remove
-        )
+        freshness = FreshnessProbe()
+        follower: StateFollower | None = None
+        client: Hindsight | None = None
         try:
+            # Keys first: the state follower opens sealed records with them.
+            keys = await open_key_store(settings, producer)
+            follower = StateFollower(
+                settings.bootstrap,
+                names["memory_state"],
+                index.apply,
+                index.remove,
+                freshness.observe,
+                security=settings.kafka,
+                keys=keys,
+                key_wait_s=settings.key_wait_s,
+            )
+            freshness.follower = follower
+            live = follower
+            metrics().bind_view(index, lambda: live.running and live.failure is None)
             await follower.start()
-            client = cls(settings, producer, follower, index)
+            client = cls(settings, producer, follower, index, keys)
             if encoder is not None:
                 client._set_encoder(encoder)
             yield client
         finally:
-            await follower.stop()
+            if client is not None and client._offsets is not None:
+                await stop_consumer(client._offsets)
+            if follower is not None:
+                await follower.stop()
+            if keys is not None:
+                await keys.stop()
             await producer.stop()
 
+    @property
+    def keys(self) -> KeyRing | None:
+        """The data keys this client knows (None with encryption off): opens sealed values."""
+        return None if self._keys is None else self._keys.ring
+
+    @property
+    def key_store(self) -> TopicKeyStore | None:
+        return self._keys
+
     # -- writing -----------------------------------------------------------------------------
-    async def _publish(self, namespace: str, event: BaseModel, event_id: str) -> Receipt:
+    async def _namespace_key(self, namespace: str) -> DataKey:
+        """The namespace's command key of this client: created once, replaced once destroyed."""
+        assert self._keys is not None
+        async with self._namespace_key_lock:
+            key = self._namespace_keys.get(namespace)
+            if key is None or self._keys.ring.state(key.key_id) != "live":
+                key = self._namespace_keys[namespace] = await self._keys.new_key(namespace)
+            return key
+
+    async def _sealing_keys(self, events: Sequence[InputEvent]) -> list[DataKey | None]:
+        """The key each event is sealed with: its own (created now) or the namespace's."""
+        if self._keys is None:
+            return [None] * len(events)
+        own = [e for e in events if has_own_key(e)]
+        created = iter(await self._keys.new_keys([(e.namespace, e.event_id) for e in own]))
+        return [
+            next(created) if has_own_key(e) else await self._namespace_key(e.namespace)
+            for e in events
+        ]
+
+    def _value(self, event: InputEvent, key: DataKey | None) -> bytes:
+        return encode(event) if key is None else seal(event, event.namespace, key, "events")
+
+    async def _publish(self, namespace: str, event: InputEvent, event_id: str) -> Receipt:
         topic = self._names["events"]
+        [key] = await self._sealing_keys([event])
         metadata = await self._producer.send_and_wait(
-            topic, key=namespace.encode(), value=encode(event)
+            topic, key=namespace.encode(), value=self._value(event, key)
         )
         return Receipt(event_id, namespace, topic, metadata.partition, metadata.offset)
 
@@ -186,15 +295,31 @@ class Hindsight:
             for t in turns
         ]
         topic = self._names["events"]
+        keys = await self._sealing_keys(events)
         futures = [
-            await self._producer.send(topic, key=e.namespace.encode(), value=encode(e))
-            for e in events
+            await self._producer.send(topic, key=e.namespace.encode(), value=self._value(e, key))
+            for e, key in zip(events, keys, strict=True)
         ]
         results = await asyncio.gather(*futures)
         return [
             Receipt(e.event_id, e.namespace, topic, meta.partition, meta.offset)
             for e, meta in zip(events, results, strict=True)
         ]
+
+    async def republish(self, event: InputEvent, value: bytes, *, origin: str) -> Receipt:
+        """Publish an operator's corrected bytes of a dead-lettered event to its input topic.
+
+        ``value`` must decode to ``event`` (the caller validated it); keyed by the event's
+        namespace (I3). A header names the dead letter it came from, for audit.
+        """
+        topic = self._names["events"]
+        metadata = await self._producer.send_and_wait(
+            topic,
+            key=event.namespace.encode(),
+            value=value,
+            headers=[(REPUBLISHED_HEADER, origin.encode())],
+        )
+        return Receipt(event.event_id, event.namespace, topic, metadata.partition, metadata.offset)
 
     async def command(
         self,
@@ -286,13 +411,44 @@ class Hindsight:
         )
         if not wait:
             return ForgetOutcome(receipt, "erase" if hard else "forget", [], False)
-        await self.wait_applied(receipt, timeout)
+        try:
+            await self.wait_applied(receipt, timeout)
+        except WatermarkTimeout:
+            # The command is in the log and will apply; only the wait ran out.
+            return ForgetOutcome(receipt, "erase" if hard else "forget", [], False)
         if hard:
             after = {r.id for r in self._index.records(namespace)}
             taken = sorted(before - after)
         else:
             taken = self.changed_by(receipt)
         return ForgetOutcome(receipt, "erase" if hard else "forget", taken, True)
+
+    async def erase_namespace(
+        self, namespace: str, *, reason: str | None = None, timeout: float = 60.0
+    ) -> ErasureOutcome:
+        """Erase a whole namespace and wait until it is applied and its data keys are destroyed.
+
+        Both happen in one transaction of ``consolidate``; this also waits for the erasure record
+        on the data-key topic, so when it returns no key of the namespace opens anything any more
+        (compaction then removes the wrapped keys from the broker's files, docs/ERASURE.md).
+        """
+        check_namespace(namespace)
+        before = {r.id for r in self._index.records(namespace)}
+        receipt = await self.forget(namespace, whole_namespace=True, hard=True, reason=reason)
+        await self.wait_applied(receipt, timeout)
+        erasure = None
+        if self._keys is not None:
+            # Committed with the watermark we just saw: reading to the topic's end finds it.
+            await self._keys.catch_up(timeout)
+            erasure = self._keys.ring.erasure(namespace, receipt.event_id)
+            if erasure is None:
+                raise HindsightError(
+                    f"erase {receipt.event_id} of namespace {namespace!r} was applied but left no "
+                    "erasure record on the data-key topic: is consolidate older than this client?"
+                )
+        self._namespace_keys.pop(namespace, None)
+        after = {r.id for r in self._index.records(namespace)}
+        return ErasureOutcome(receipt, sorted(before - after), erasure)
 
     def changed_by(self, receipt: Receipt) -> list[str]:
         """Ids of the memories an applied command changed (read from their history).
@@ -318,9 +474,37 @@ class Hindsight:
         await self._follower.wait_for(receipt.topic, receipt.partition, receipt.offset, timeout)
 
     async def wait_offset(self, namespace: str, offset: int, timeout: float = 30.0) -> None:
-        """Wait for an input-log offset of the namespace's partition (any event kind)."""
+        """Wait for an input-log offset of the namespace's partition (any event kind).
+
+        An offset the log does not hold yet is the caller's mistake, not slowness: it is refused
+        naming ``wait_for_offset`` (once the wait ran out, so the fast path costs nothing).
+        """
         partition = partition_for(namespace, self.settings.partitions)
-        await self._follower.wait_for(self._names["events"], partition, offset, timeout)
+        topic = self._names["events"]
+        if self._follower.watermarks.get((topic, partition), -1) < offset:
+            end = await self._end_offset(topic, partition)
+            if offset >= end:
+                raise InvalidEvent(
+                    f"offset {offset} is past the end of the namespace's input partition ({end})",
+                    "wait_for_offset",
+                    "recall",
+                )
+        await self._follower.wait_for(topic, partition, offset, timeout)
+
+    async def _end_offset(self, topic: str, partition: int) -> int:
+        """The partition's end (one idle consumer per client, started on first use)."""
+        async with self._offsets_lock:
+            if self._offsets is None:
+                consumer = AIOKafkaConsumer(
+                    bootstrap_servers=self.settings.bootstrap,
+                    group_id=None,
+                    enable_auto_commit=False,
+                    **client_kwargs(self.settings.kafka),
+                )
+                await consumer.start()
+                self._offsets = consumer
+        tp = TopicPartition(topic, partition)
+        return int((await self._offsets.end_offsets([tp]))[tp])
 
     def _set_encoder(self, encoder: Encoder) -> None:
         self._encoder = encoder
@@ -330,7 +514,7 @@ class Hindsight:
         async with self._encoder_lock:
             if self._engine is None:
                 encoder = await asyncio.get_running_loop().run_in_executor(
-                    None, load_encoder, self.settings.encoder
+                    None, load_encoder, self.settings.encoder, self.settings.encoder_threads
                 )
                 self._set_encoder(encoder)
         assert self._engine is not None
@@ -360,11 +544,13 @@ class Hindsight:
         check_namespace(namespace)
         if not query.strip():
             raise InvalidEvent("must not be empty", "query", "recall")
+        self._follower.check()  # a stopped view would answer from stale memory
         if isinstance(wait_for, Receipt):
             await self.wait_applied(wait_for, wait_timeout)
         elif isinstance(wait_for, int):
             await self.wait_offset(namespace, wait_for, wait_timeout)
         engine = await self._recall_engine()
+        started = time.perf_counter()
         moment = at or _now()
         if truncate is None:
             truncate = limit is None
@@ -388,6 +574,7 @@ class Hindsight:
         )
         route = trace.route
         signal_receipt: Receipt | None = None
+        metrics().recall_seconds.labels(route).observe(time.perf_counter() - started)
         if reinforce and memories:
             signal = MemoriesRecalled(
                 event_id=f"sig-{uuid.uuid4().hex}",
@@ -410,10 +597,24 @@ class Hindsight:
             memories=memories,
             context=context,
             signal=signal_receipt,
+            trace=trace,
         )
 
     def records(self, namespace: str) -> list[MemoryRecord]:
         return list(self._index.records(namespace))
+
+    def namespace_sizes(self) -> dict[str, int]:
+        """Memories per namespace in the recall view (every status)."""
+        return self._index.namespace_sizes()
+
+    def record(self, memory_id: str) -> MemoryRecord | None:
+        """Any namespace's record by id (operators' tools; agents use ``inspect``)."""
+        return self._index.get(memory_id)
+
+    @property
+    def follower(self) -> StateFollower:
+        """The state-topic follower feeding recall: its health decides readiness."""
+        return self._follower
 
     async def inspect(self, namespace: str, memory_id: str) -> MemoryRecord:
         """The memory with its provenance and history (the vector stays in the index)."""

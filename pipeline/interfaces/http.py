@@ -7,11 +7,17 @@ one client and loads the encoder once, so the first recall does not pay for mode
 Errors name what was wrong: every 4xx/5xx body is ``{"error", "field", "errors"}`` where
 ``field`` is the dotted path of the bad input (``text``, ``event_time``, ``namespace``,
 ``memory_id``) and ``error`` the message.
+
+Every memory route needs an API key (``Authorization: Bearer hs_...``): 401 without a valid one,
+403 when its scopes do not cover the action in that namespace (the body never names the
+namespace), 503 while the key ring is unavailable. ``settings.auth = False`` turns the checks off
+(``hindsight up --no-auth``, loopback only).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,15 +25,33 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from pipeline.interfaces.auth import (
+    NO_AUTH_WARNING,
+    Authenticated,
+    Authenticator,
+    Caller,
+    MaybeCaller,
+    NoAuth,
+    RingAuth,
+    check_exposure,
+)
 from pipeline.interfaces.client import Hindsight, RecallResult
+from pipeline.interfaces.dashboard import mount_dashboard, open_dashboard
+from pipeline.interfaces.dashboard.access import require_operator
 from pipeline.interfaces.serving import serve_until_signal
 from pipeline.models.encoders import load_encoder
+from pipeline.runtime.health import check_readiness, sample_forever
+from pipeline.runtime.metrics import metrics, render
 from pipeline.runtime.settings import Settings
+from pipeline.security.keys import AuthenticationFailed, Forbidden
+from pipeline.security.ring import KeyRingUnavailable, following_keys
+from pipeline.views.log_reader import LogReader, LogUnavailable
+from pipeline.views.state_topic import FollowerFailed
 from schemas.errors import HindsightError, InvalidEvent, WatermarkTimeout
-from schemas.events import MAX_TURN_CHARS, NAMESPACE_PATTERN, check_namespace
+from schemas.events import MAX_TURN_CHARS, NAMESPACE_PATTERN, Metadata, check_namespace
 from schemas.memory import Kind, MemoryRecord, Region, Status
 
 log = logging.getLogger("hindsight.api")
@@ -48,7 +72,7 @@ class TurnIn(BaseModel):
         default=None, description="When it was said (ISO-8601 with offset); default: now."
     )
     role: Literal["user", "assistant", "system", "tool"] = "user"
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
     event_id: str | None = Field(
         default=None,
         min_length=1,
@@ -135,10 +159,24 @@ class StatsOut(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
-    bootstrap: str
-    topic_prefix: str
+    status: Literal["ok", "unavailable"]
     watermarks: int = Field(description="How many input partitions the views report.")
+    bootstrap: str | None = Field(default=None, description="Shown to an admin key only.")
+    topic_prefix: str | None = Field(default=None, description="Shown to an admin key only.")
+    brokers: int = Field(default=0, description="Brokers the cluster metadata lists.")
+    error: str | None = Field(default=None, description="Why the broker is unavailable.")
+
+
+class Ready(BaseModel):
+    ready: bool
+    reasons: list[str] = Field(
+        default_factory=list, description="Why not ready (shown to an admin key only)."
+    )
+    view_lag: dict[str, int] = Field(
+        default_factory=dict,
+        description="Input messages not yet in the recall view, per topic:partition (admin only).",
+    )
+    max_lag: int
 
 
 class FieldError(BaseModel):
@@ -157,6 +195,11 @@ class ErrorBody(BaseModel):
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "Invalid input; `field` names it."},
 }
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "No valid API key (`Authorization: Bearer hs_...`)."},
+    403: {"model": ErrorBody, "description": "The key's scopes do not allow this action here."},
+    503: {"model": ErrorBody, "description": "The key ring is unavailable."},
+}
 
 
 # -- app -----------------------------------------------------------------------------------
@@ -164,10 +207,16 @@ class UnknownMemory(HindsightError):
     """No such memory in the namespace (404)."""
 
 
-def _error(status: int, message: str, field: str | None, errors: list[FieldError]) -> JSONResponse:
+def _error(
+    status: int,
+    message: str,
+    field: str | None,
+    errors: list[FieldError],
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     text = f"{field}: {message}" if field and not message.startswith(f"{field}:") else message
     body = ErrorBody(error=text, field=field, errors=errors)
-    return JSONResponse(status_code=status, content=body.model_dump(mode="json"))
+    return JSONResponse(status_code=status, content=body.model_dump(mode="json"), headers=headers)
 
 
 def _validation_error(_: Request, exc: Exception) -> JSONResponse:
@@ -191,6 +240,16 @@ def _validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 
 def _hindsight_error(_: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, AuthenticationFailed):
+        # The public message only; why the key was refused is in the server log.
+        return _error(
+            401, str(exc), "authorization", [], {"WWW-Authenticate": 'Bearer realm="hindsight"'}
+        )
+    if isinstance(exc, Forbidden):
+        # The field is the key (what lacks the scope), never the namespace that was asked for.
+        return _error(403, str(exc), "authorization", [])
+    if isinstance(exc, KeyRingUnavailable | FollowerFailed | LogUnavailable):
+        return _error(503, str(exc), None, [])
     if isinstance(exc, WatermarkTimeout):
         # Read-your-writes wait ran out: the gateway (us) timed out waiting for the worker.
         return _error(504, str(exc), None, [])
@@ -226,19 +285,45 @@ def _client(request: Request) -> Hindsight:
 Client = Annotated[Hindsight, Depends(_client)]
 
 
-def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAPI:
-    """Build the app; with ``client`` the caller owns the connection, else the lifespan does."""
+def create_api(
+    settings: Settings, *, client: Hindsight | None = None, auth: Authenticator | None = None
+) -> FastAPI:
+    """Build the app; with ``client`` (and ``auth``) the caller owns the connection (and the key
+    ring), else the lifespan connects them."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if client is not None:
-            app.state.hindsight = client
-            yield
-            return
-        loop = asyncio.get_running_loop()
-        encoder = await loop.run_in_executor(None, load_encoder, settings.encoder)
-        async with Hindsight.connect(settings, encoder=encoder) as connected:
+        async with contextlib.AsyncExitStack() as stack:
+            if auth is not None:
+                app.state.auth = auth
+            elif not settings.auth:
+                log.warning(NO_AUTH_WARNING.format(where="this API"))
+                app.state.auth = NoAuth()
+            else:
+                keys = await stack.enter_async_context(following_keys(settings))
+                app.state.auth = RingAuth(keys.ring)
+            connected = client
+            if connected is None:
+                loop = asyncio.get_running_loop()
+                encoder = await loop.run_in_executor(
+                    None, load_encoder, settings.encoder, settings.encoder_threads
+                )
+                connected = await stack.enter_async_context(
+                    Hindsight.connect(settings, encoder=encoder)
+                )
             app.state.hindsight = connected
+            reader = LogReader(settings.bootstrap or "", "hindsight-api-reader", settings.kafka)
+            await reader.start()
+            stack.push_async_callback(reader.stop)
+            app.state.reader = reader
+            app.state.dashboard = await stack.enter_async_context(
+                open_dashboard(settings, connected, reader)
+            )
+            sampler = asyncio.create_task(
+                sample_forever(reader, metrics(), connected.follower, settings),
+                name="hindsight-metrics-sampler",
+            )
+            stack.push_async_callback(_cancel, sampler)
             yield
 
     app = FastAPI(
@@ -248,18 +333,74 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
     )
+    guarded: dict[str, Any] = {"dependencies": [Authenticated], "responses": AUTH_RESPONSES}
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HindsightError, _hindsight_error)
 
-    @app.get("/healthz", response_model=Health, tags=["ops"])
-    async def healthz(hs: Client) -> Health:
-        stats = await hs.stats("healthz")
-        return Health(
+    mount_dashboard(app)
+
+    @app.get(
+        "/healthz",
+        response_model=Health,
+        tags=["ops"],
+        summary="Alive: the process runs and the broker answers",
+        responses={503: {"model": Health, "description": "broker unreachable"}},
+    )
+    async def healthz(hs: Client, caller: MaybeCaller, request: Request) -> JSONResponse:
+        # Open, for load balancers; where Kafka is and the topic prefix only for an admin.
+        admin = caller is not None and caller.is_admin
+        health = Health(
             status="ok",
-            bootstrap=hs.settings.bootstrap or "",
-            topic_prefix=hs.settings.topic_prefix,
-            watermarks=len(stats["watermarks"]),
+            watermarks=len(hs.watermarks),
+            bootstrap=(hs.settings.bootstrap or "") if admin else None,
+            topic_prefix=hs.settings.topic_prefix if admin else None,
         )
+        reader: LogReader = request.app.state.reader
+        try:
+            health = health.model_copy(update={"brokers": await reader.ping()})
+        except LogUnavailable as error:
+            health = health.model_copy(
+                update={"status": "unavailable", "error": f"broker unreachable: {error}"}
+            )
+        code = 200 if health.status == "ok" else 503
+        return JSONResponse(health.model_dump(mode="json"), status_code=code)
+
+    @app.get(
+        "/readyz",
+        response_model=Ready,
+        tags=["ops"],
+        summary="Ready: the recall view follows the state topic and is caught up",
+        responses={503: {"model": Ready, "description": "not ready; reasons say why"}},
+    )
+    async def readyz(hs: Client, caller: MaybeCaller, request: Request) -> JSONResponse:
+        # Open, for probes; the reasons (topic names, lags) only for an admin key.
+        settings = hs.settings
+        readiness = await check_readiness(
+            hs.follower, request.app.state.reader, settings.topic_prefix, settings.ready_max_lag
+        )
+        metrics().ready.set(1 if readiness.ready else 0)
+        # With auth off every caller is the local admin (loopback only).
+        no_auth = isinstance(request.app.state.auth, NoAuth)
+        admin = caller.is_admin if caller is not None else no_auth
+        body = Ready(
+            ready=readiness.ready,
+            reasons=readiness.reasons if admin else [],
+            view_lag=readiness.view_lag if admin else {},
+            max_lag=settings.ready_max_lag,
+        )
+        return JSONResponse(body.model_dump(mode="json"), status_code=200 if body.ready else 503)
+
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        summary="Prometheus metrics of this process (an admin key when auth is on)",
+        responses=AUTH_RESPONSES,
+    )
+    async def prometheus_metrics(caller: Caller) -> Response:
+        # Metrics name namespaces and topics: operators only.
+        require_operator(caller)
+        payload, content_type = render()
+        return Response(payload, media_type=content_type)
 
     @app.post(
         "/v1/namespaces/{namespace}/turns",
@@ -267,8 +408,10 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
         status_code=201,
         tags=["memory"],
         summary="Retain one turn",
+        **guarded,
     )
-    async def retain(namespace: Namespace, turn: TurnIn, hs: Client) -> TurnReceipt:
+    async def retain(namespace: Namespace, turn: TurnIn, hs: Client, caller: Caller) -> TurnReceipt:
+        caller.require(namespace, "retain")
         receipt = await hs.retain(
             namespace,
             turn.text,
@@ -286,9 +429,16 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
         response_model=RecallResult,
         tags=["memory"],
         summary="Recall memories for a query",
-        responses={504: {"model": ErrorBody, "description": "wait_for_offset not reached"}},
+        dependencies=[Authenticated],
+        responses={
+            **AUTH_RESPONSES,
+            504: {"model": ErrorBody, "description": "wait_for_offset not reached"},
+        },
     )
-    async def recall(namespace: Namespace, body: RecallIn, hs: Client) -> RecallResult:
+    async def recall(
+        namespace: Namespace, body: RecallIn, hs: Client, caller: Caller
+    ) -> RecallResult:
+        caller.require(namespace, "recall")
         return await hs.recall(
             namespace,
             body.query,
@@ -307,9 +457,11 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
         response_model=ForgetOut,
         tags=["memory"],
         summary="Forget (soft) or erase (hard) memories",
-        responses={504: {"model": ErrorBody, "description": "command not applied in time"}},
+        dependencies=[Authenticated],
+        responses={**AUTH_RESPONSES},
     )
-    async def forget(namespace: Namespace, body: ForgetIn, hs: Client) -> ForgetOut:
+    async def forget(namespace: Namespace, body: ForgetIn, hs: Client, caller: Caller) -> ForgetOut:
+        caller.require(namespace, "erase" if body.hard else "forget")
         if not body.ids and body.query is None and not body.all:
             raise InvalidEvent("give ids, a query or all=true", "ids", "forget")
         # The pipeline resolves a query at the command's place in the log (and so in replay).
@@ -340,9 +492,13 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
         response_model=MemoryOut,
         tags=["memory"],
         summary="Inspect one memory: content, provenance, history",
-        responses={404: {"model": ErrorBody, "description": "no such memory"}},
+        dependencies=[Authenticated],
+        responses={**AUTH_RESPONSES, 404: {"model": ErrorBody, "description": "no such memory"}},
     )
-    async def inspect(namespace: Namespace, memory_id: str, hs: Client) -> MemoryOut:
+    async def inspect(
+        namespace: Namespace, memory_id: str, hs: Client, caller: Caller
+    ) -> MemoryOut:
+        caller.require(namespace, "recall")
         try:
             record = await hs.inspect(namespace, memory_id)
         except HindsightError as error:
@@ -354,18 +510,27 @@ def create_api(settings: Settings, *, client: Hindsight | None = None) -> FastAP
         response_model=StatsOut,
         tags=["memory"],
         summary="Counts by status, kind and region",
+        **guarded,
     )
-    async def stats(namespace: Namespace, hs: Client) -> StatsOut:
+    async def stats(namespace: Namespace, hs: Client, caller: Caller) -> StatsOut:
+        caller.require(namespace, "recall")
         return StatsOut.model_validate(await hs.stats(namespace))
 
     return app
 
 
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 async def serve_api(settings: Settings, host: str, port: int) -> None:
     """Serve the API until SIGINT/SIGTERM (``hindsight api``)."""
+    check_exposure(host, settings.auth, "--host")
     await serve_until_signal(
         create_api(settings),
         host,
         port,
-        lambda url: f"Hindsight API on {url} (docs {url}/docs)",
+        lambda url: f"Hindsight API on {url} (docs {url}/docs, dashboard {url}/ui)",
     )

@@ -46,12 +46,14 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ConfigDict, Field
 
+from pipeline.crypto.envelope import open_input_event
+from pipeline.crypto.keystore import TopicKeyStore
 from pipeline.interfaces.client import Hindsight, Receipt
 from pipeline.recall.types import RecalledMemory
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import partition_for, partition_ids
-from schemas.codec import decode_event
-from schemas.errors import HindsightError, InvalidEvent
+from schemas.errors import DataKeyDestroyed, HindsightError, InvalidEvent, UnknownDataKey
 from schemas.events import TurnRecorded, check_namespace
 from schemas.memory import Region
 from topics.catalogue import topic_names
@@ -201,23 +203,31 @@ def turn_to_message(turn: TurnRecorded) -> BaseMessage:
 
 async def _events_partition(settings: Settings, namespace: str) -> TopicPartition:
     topic = topic_names(settings.topic_prefix)["events"]
-    ids = await partition_ids(settings.bootstrap or "", topic)
+    ids = await partition_ids(settings.bootstrap or "", topic, settings.kafka)
     if not ids:
         raise HindsightError(f"input log {topic} does not exist; start the stack first")
     return TopicPartition(topic, partition_for(namespace, len(ids)))
 
 
 async def read_session_turns(
-    settings: Settings, namespace: str, session_id: str, after_offset: int = -1
+    settings: Settings,
+    namespace: str,
+    session_id: str,
+    after_offset: int = -1,
+    keys: TopicKeyStore | None = None,
 ) -> tuple[list[TurnRecorded], int]:
     """A session's turns after ``after_offset`` in log order, and the log's last offset.
 
     Reads only the namespace's partition of the input log, up to its end at call time.
-    An ``after_offset`` past the end reads nothing and just reports the end.
+    An ``after_offset`` past the end reads nothing and just reports the end. Sealed turns open
+    with ``keys``; erased ones are gone from the history too.
     """
     partition = await _events_partition(settings, namespace)
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.bootstrap, group_id=None, enable_auto_commit=False
+        bootstrap_servers=settings.bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        **client_kwargs(settings.kafka),
     )
     await consumer.start()
     turns: list[TurnRecorded] = []
@@ -229,13 +239,17 @@ async def read_session_turns(
             consumer.seek(partition, start)
         while start < end and await consumer.position(partition) < end:
             batch = await consumer.getmany(partition, timeout_ms=500)
-            for message in batch.get(partition, []):
+            fetched = batch.get(partition, [])
+            if keys is not None and fetched:
+                await keys.wait_for_values([m.value for m in fetched], settings.key_wait_s)
+            ring = None if keys is None else keys.ring
+            for message in fetched:
                 if message.offset >= end:
                     break
                 try:
-                    event = decode_event(message.value)
-                except InvalidEvent:
-                    continue  # dead-lettered by the worker; not part of any history
+                    event = open_input_event(message.value, ring)
+                except (InvalidEvent, UnknownDataKey, DataKeyDestroyed):
+                    continue  # dead-lettered or erased; not part of any history
                 if (
                     isinstance(event, TurnRecorded)
                     and event.namespace == namespace
@@ -243,7 +257,7 @@ async def read_session_turns(
                 ):
                     turns.append(event)
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
     return turns, end - 1
 
 
@@ -303,7 +317,11 @@ class HindsightChatMessageHistory(BaseChatMessageHistory):
 
     async def _read(self) -> list[BaseMessage]:
         turns, _ = await read_session_turns(
-            self.client.settings, self.namespace, self.session_id, self._after_offset
+            self.client.settings,
+            self.namespace,
+            self.session_id,
+            self._after_offset,
+            self.client.key_store,
         )
         return [turn_to_message(turn) for turn in turns]
 

@@ -6,24 +6,47 @@ Transports: stdio (the client launches ``hindsight mcp``) and streamable HTTP (`
 
 Failures the model can act on (bad namespace, unknown memory, nothing matched) come back as tool
 errors whose text names the field; validation of the arguments is the SDK's (JSON Schema).
+
+Auth: every tool asks ``caller()`` for the principal and checks the action in the namespace
+(the same scopes as HTTP). Over streamable HTTP the bearer token is checked by the SDK's own hook
+(``token_verifier``: 401 with ``WWW-Authenticate: Bearer`` without a valid key); over stdio the
+server presents the key it was started with (``--api-key`` / ``HINDSIGHT_API_KEY``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from pipeline.interfaces.auth import (
+    NO_AUTH_WARNING,
+    Authenticator,
+    CallerSource,
+    NoAuth,
+    RingAuth,
+    RingTokenVerifier,
+    check_exposure,
+    fixed_caller,
+    mcp_http_caller,
+)
 from pipeline.interfaces.client import Hindsight
 from pipeline.runtime.settings import Settings
+from pipeline.security.keys import Action
+from pipeline.security.ring import following_keys
 from schemas.errors import HindsightError, InvalidEvent
 from schemas.memory import HistoryEntry, Kind, Region, SourceTurn, Status
+
+log = logging.getLogger("hindsight.mcp")
 
 MCP_PATH = "/mcp"
 INSTRUCTIONS = (
@@ -122,11 +145,32 @@ def parse_time(value: str | None, field: str) -> datetime | None:
     return moment
 
 
-def create_mcp_server(client: Callable[[], Hindsight]) -> MCPServer[Any]:
-    """The tools, over whatever ``client()`` returns (a connected ``Hindsight``)."""
+def create_mcp_server(
+    client: Callable[[], Hindsight],
+    *,
+    caller: CallerSource,
+    verifier: Authenticator | None = None,
+    url: str = "http://127.0.0.1",
+) -> MCPServer[Any]:
+    """The tools, over whatever ``client()`` returns (a connected ``Hindsight``).
+
+    ``caller()`` names who is calling (checked per tool call); ``verifier`` turns on the SDK's
+    bearer check for streamable HTTP. The SDK wants an issuer URL with it; our keys are issued
+    by this service itself (no OAuth routes are mounted), so it is ``url``.
+    """
+    bearer: dict[str, Any] = {}
+    if verifier is not None:
+        bearer = {
+            "token_verifier": RingTokenVerifier(verifier),
+            "auth": AuthSettings(issuer_url=url, resource_server_url=None),  # type: ignore[arg-type]
+        }
     server: MCPServer[Any] = MCPServer(
-        "hindsight", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING"
+        "hindsight", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING", **bearer
     )
+
+    async def allow(namespace: str, action: Action) -> None:
+        (await caller()).require(namespace, action)
+
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
@@ -145,6 +189,7 @@ def create_mcp_server(client: Callable[[], Hindsight]) -> MCPServer[Any]:
         preferences, decisions, procedures), merges duplicates and supersedes contradicted
         facts. Returns where the turn landed in the log."""
         try:
+            await allow(namespace, "retain")
             hs = client()
             receipt = await hs.retain(
                 namespace,
@@ -184,6 +229,7 @@ def create_mcp_server(client: Callable[[], Hindsight]) -> MCPServer[Any]:
         similarity, importance and freshness) and a ready-to-use context block of dated,
         cited lines."""
         try:
+            await allow(namespace, "recall")
             result = await client().recall(
                 namespace,
                 query,
@@ -219,6 +265,7 @@ def create_mcp_server(client: Callable[[], Hindsight]) -> MCPServer[Any]:
         """Forget memories by id, by query, or the whole namespace. Soft by default: the memory
         is never recalled again but stays inspectable for audit; hard=true erases it."""
         try:
+            await allow(namespace, "erase" if hard else "forget")
             if not memory_ids and not query and not whole_namespace:
                 raise InvalidEvent(
                     "nothing to forget: give memory_ids, a query, or whole_namespace",
@@ -252,6 +299,7 @@ def create_mcp_server(client: Callable[[], Hindsight]) -> MCPServer[Any]:
         """Show one memory with where it came from (source turns) and its full change history
         (created, confirmed, superseded, forgotten ...)."""
         try:
+            await allow(namespace, "recall")
             record = await client().inspect(namespace, memory_id)
         except HindsightError as error:
             raise ToolError(str(error)) from error
@@ -261,6 +309,7 @@ def create_mcp_server(client: Callable[[], Hindsight]) -> MCPServer[Any]:
     async def memory_stats(namespace: NamespaceArg) -> MemoryStats:
         """Count a namespace's memories by status, kind and region."""
         try:
+            await allow(namespace, "recall")
             stats = await client().stats(namespace)
         except HindsightError as error:
             raise ToolError(str(error)) from error
@@ -286,15 +335,36 @@ async def serve_mcp_http(server: MCPServer[Any], host: str, port: int) -> None:
 
 
 async def serve_mcp(settings: Settings, transport: str, host: str, port: int) -> None:
-    # The encoder loads on the first recall, so an MCP client's handshake is not kept waiting.
-    async with Hindsight.connect(settings) as hs:
-        server = create_mcp_server(lambda: hs)
+    if transport not in {"stdio", "http"}:
+        raise HindsightError(f"transport: expected stdio or http, got {transport!r}")
+    if transport == "http":
+        check_exposure(host, settings.auth, "--host")
+    async with contextlib.AsyncExitStack() as stack:
+        auth: Authenticator
+        if settings.auth:
+            auth = RingAuth((await stack.enter_async_context(following_keys(settings))).ring)
+        else:
+            log.warning(NO_AUTH_WARNING.format(where="this MCP server"))
+            auth = NoAuth()
+        if transport == "stdio":
+            if settings.auth and not settings.api_key:
+                raise HindsightError(
+                    "api_key: stdio MCP needs a key: --api-key hs_... or HINDSIGHT_API_KEY"
+                )
+            caller = fixed_caller(auth, settings.api_key)
+            await caller()  # fail at start, not at the first tool call, on a bad key
+        else:
+            caller = mcp_http_caller(auth)
+        # The encoder loads on the first recall, so an MCP client's handshake is not kept waiting.
+        hs = await stack.enter_async_context(Hindsight.connect(settings))
+        verifier = auth if transport == "http" and settings.auth else None
+        server = create_mcp_server(
+            lambda: hs, caller=caller, verifier=verifier, url=f"http://{host}:{port}"
+        )
         if transport == "stdio":
             await server.run_stdio_async()
-        elif transport == "http":
-            await serve_mcp_http(server, host, port)
         else:
-            raise HindsightError(f"transport: expected stdio or http, got {transport!r}")
+            await serve_mcp_http(server, host, port)
 
 
 def run_mcp(

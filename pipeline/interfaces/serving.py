@@ -44,8 +44,19 @@ def bound_url(sock: socket.socket, path: str = "") -> str:
     return f"http://{host}:{port}{path}"
 
 
+# Open streams (the dashboard's server-sent events) never end by themselves: on stop, uvicorn
+# waits this long for them, then cancels them.
+GRACEFUL_SHUTDOWN_S = 3
+
+
 def embedded_server(app: Any) -> EmbeddedServer:
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
     return EmbeddedServer(config)
 
 

@@ -24,6 +24,7 @@ from schemas.memory import (
     Region,
     Triplet,
 )
+from schemas.prepared import decode_vector
 
 Vector = npt.NDArray[np.float32]
 
@@ -114,6 +115,9 @@ class NamespaceBank:
     # erase forgets the turn here exactly as a bank restored without the record would).
     _seen_events: Counter[str] = field(default_factory=Counter)
     _vector_of: dict[str, Vector] = field(default_factory=dict)
+    # Frame vectors of the records' slot signals, in insertion order (updates by slot).
+    _slot_rows: _Rows = field(default_factory=_Rows)
+    _slot_vector_of: dict[str, Vector] = field(default_factory=dict)
 
     @classmethod
     def load(
@@ -150,6 +154,10 @@ class NamespaceBank:
             vector = np.asarray(record.vector, np.float32)
             self._vector_of[record.id] = vector
             self._rows[record.region].append(record.id, vector)
+            if record.slot is not None and record.slot.vector_b64 is not None:
+                frame = decode_vector(record.slot.vector_b64)
+                self._slot_vector_of[record.id] = frame
+                self._slot_rows.append(record.id, frame)
             if record.provenance:
                 # The creating turn's session (merges may add turns of other sessions later).
                 recent = self._session_recent[record.provenance[0].session_id]
@@ -163,6 +171,8 @@ class NamespaceBank:
         self._count_sources(record, -1)
         self._vector_of.pop(memory_id, None)
         self._rows[record.region].remove(memory_id)
+        if self._slot_vector_of.pop(memory_id, None) is not None:
+            self._slot_rows.remove(memory_id)
         for recent in self._session_recent.values():
             if memory_id in recent:
                 recent.remove(memory_id)
@@ -193,6 +203,15 @@ class NamespaceBank:
             if rows.ids:
                 found.update(zip(rows.ids, (rows.matrix() @ vector).tolist(), strict=True))
         return found
+
+    def slot_similarities(self, frame_vector: Vector) -> tuple[list[str], Vector]:
+        """Cosine of a frame vector with every record's slot frame, in insertion order."""
+        if not self._slot_rows.ids:
+            return [], np.zeros(0, dtype=np.float32)
+        return self._slot_rows.ids, self._slot_rows.matrix() @ frame_vector
+
+    def slot_vector(self, memory_id: str) -> Vector | None:
+        return self._slot_vector_of.get(memory_id)
 
     def session_segment(self, session_id: str) -> tuple[str | None, list[Vector]]:
         """The session's current segment id and the vectors of its remembered turns."""

@@ -14,16 +14,19 @@ from datetime import datetime
 import numpy as np
 
 from pipeline.memory.bank import CURRENT_STATUSES, Change, NamespaceBank, Position, Vector
-from pipeline.memory.rules import consolidation, decay
+from pipeline.memory.rules import consolidation, decay, slots
 from pipeline.memory.rules.extraction import memory_id, segment_id
 from pipeline.memory.rules.forgetting import forget_matches
 from pipeline.memory.rules.segmentation import is_boundary
 from pipeline.runtime.settings import MemoryPolicy
 from schemas.events import CommandIssued, MemoriesRecalled, TurnRecorded
 from schemas.memory import ChangeType, HistoryEntry, MemoryRecord, SourceTurn
-from schemas.prepared import TurnAnalysis
+from schemas.prepared import TurnAnalysis, decode_vector
 
 LINK_CANDIDATES = 20
+# Memories whose slot frames are closest to a new statement's, checked by the update rule (the
+# rule's own cosine floor cuts the list first; the cap bounds the work per turn).
+SLOT_CANDIDATES = 32
 
 
 @dataclass(frozen=True)
@@ -33,9 +36,10 @@ class PreparedTurn:
     turn: TurnRecorded
     analysis: TurnAnalysis
     vector: Vector | None
+    key_id: str | None = None  # the data key that sealed the turn (crypto-shredding)
 
 
-def _source(turn: TurnRecorded, position: Position) -> SourceTurn:
+def _source(turn: TurnRecorded, position: Position, key_id: str | None) -> SourceTurn:
     return SourceTurn(
         event_id=turn.event_id,
         session_id=turn.session_id,
@@ -45,20 +49,25 @@ def _source(turn: TurnRecorded, position: Position) -> SourceTurn:
         topic=position.topic,
         partition=position.partition,
         offset=position.offset,
+        key_id=key_id,
     )
 
 
 def decide_turn(
     bank: NamespaceBank, prepared: PreparedTurn, position: Position, policy: MemoryPolicy
 ) -> list[Change]:
-    """Dedup/confirm → segment → create → link → supersede, for one remembered turn."""
+    """Dedup/confirm → segment → create → link → supersede, for one remembered turn.
+
+    A turn forms one memory or confirms one (never both, never two): only that record gains the
+    turn as a source, so erasing it and destroying its sources' data keys touches no other memory.
+    """
     turn, analysis, vector = prepared.turn, prepared.analysis, prepared.vector
     if not analysis.remember or vector is None:
         return []
     new_id = memory_id(bank.namespace, [turn.event_id], analysis.content)
     if new_id in bank.records or bank.has_seen(turn.event_id):
         return []  # the same turn published twice (a client retry): it changes nothing
-    source = _source(turn, position)
+    source = _source(turn, position, prepared.key_id)
     ids, sims = bank.similarities(analysis.region, vector)
     order = np.argsort(-sims, kind="stable") if len(ids) else np.zeros(0, dtype=np.int64)
     confirmed = _confirmation(bank, prepared, source, ids, sims, order, new_id, policy)
@@ -104,13 +113,46 @@ def _confirmation(
         if (
             similarity >= policy.duplicate_cosine
             and existing.status in CURRENT_STATUSES
-            and not consolidation.conflicts(existing.triplet, analysis.triplet)
+            # A changed value is an update even when the sentence barely changed ("… 6379" /
+            # "… 6380"): it must not merge into the memory it supersedes.
+            and slots.update_reason(statement_of(bank, existing), _turn_statement(prepared), policy)
+            is None
         ):
             record = consolidation.confirm(
                 existing, source, at, turn.event_id, analysis.entities, policy, similarity
             )
             return Change("merged", record, turn.event_id, at, (new_id,))
     return None
+
+
+def statement_of(bank: NamespaceBank, record: MemoryRecord) -> slots.Statement:
+    """A memory as the update rule sees it (its frame vector from the bank's index if stored)."""
+    frame = bank.slot_vector(record.id)
+    if frame is None and record.slot is not None and record.slot.vector_b64 is not None:
+        frame = decode_vector(record.slot.vector_b64)
+    return slots.Statement(
+        speaker=record.provenance[0].speaker if record.provenance else "",
+        kind=record.kind,
+        region=record.region,
+        triplet=record.triplet,
+        slot=record.slot,
+        frame_vector=frame,
+    )
+
+
+def _turn_statement(prepared: PreparedTurn) -> slots.Statement:
+    analysis = prepared.analysis
+    slot = analysis.slot
+    return slots.Statement(
+        speaker=prepared.turn.speaker,
+        kind=analysis.kind,
+        region=analysis.region,
+        triplet=analysis.triplet,
+        slot=slot,
+        frame_vector=(
+            decode_vector(slot.vector_b64) if slot is not None and slot.vector_b64 else None
+        ),
+    )
 
 
 def _new_record(
@@ -138,6 +180,7 @@ def _new_record(
         search_text=analysis.search_text,
         entities=analysis.entities,
         triplet=analysis.triplet,
+        slot=analysis.slot,
         base_importance=analysis.base_importance,
         confirmations=0,
         importance=decay.importance(analysis.base_importance, 0),
@@ -183,24 +226,46 @@ def _links(
     return created, changes
 
 
+def _update_candidates(
+    bank: NamespaceBank, created: MemoryRecord, policy: MemoryPolicy
+) -> list[str]:
+    """Current memories the new one may update: same triplet attribute, or a close slot frame."""
+    wanted: list[str] = []
+    if created.triplet is not None:
+        wanted += [r.id for r in bank.current_with_attribute(created.triplet)]
+    frame = statement_of(bank, created).frame_vector
+    if frame is not None:
+        ids, sims = bank.slot_similarities(frame)
+        order = np.argsort(-sims, kind="stable") if len(ids) else np.zeros(0, dtype=np.int64)
+        close = [ids[int(i)] for i in order if sims[int(i)] >= policy.slot_cosine_floor]
+        wanted += [
+            i for i in close if i in bank.records and bank.records[i].status in CURRENT_STATUSES
+        ][:SLOT_CANDIDATES]
+    return [i for i in dict.fromkeys(wanted) if i != created.id]
+
+
 def _supersessions(
     bank: NamespaceBank, created: MemoryRecord, turn: TurnRecorded, policy: MemoryPolicy
 ) -> tuple[MemoryRecord, list[Change]]:
-    """Same subject and attribute, different value: the older statement is superseded."""
+    """Same subject and attribute, another value (slots.update_reason): the older is superseded."""
     at, cause = turn.event_time, turn.event_id
     changes: list[Change] = []
-    if created.triplet is None:
-        return created, changes
-    for existing in bank.current_with_attribute(created.triplet):
-        if not consolidation.conflicts(existing.triplet, created.triplet):
-            continue
+    created_statement = statement_of(bank, created)
+    for existing_id in _update_candidates(bank, created, policy):
+        existing = bank.records[existing_id]
+        existing_statement = statement_of(bank, existing)
         if (existing.valid_from, existing.id) <= (created.valid_from, created.id):
-            older = consolidation.supersede(existing, created, at, cause, policy)
+            reason = slots.update_reason(existing_statement, created_statement, policy)
+            if reason is None:
+                continue
+            older = consolidation.supersede(existing, created, at, cause, policy, reason)
             changes.append(Change("superseded", older, cause, at, (created.id,)))
             created = consolidation.mark_supersedes(created, existing.id)
         else:
             # An older statement arriving late never overrides the newer one.
-            created = consolidation.supersede(created, existing, at, cause, policy)
+            reason = slots.update_reason(created_statement, existing_statement, policy)
+            if reason is not None:
+                created = consolidation.supersede(created, existing, at, cause, policy, reason)
     return created, changes
 
 

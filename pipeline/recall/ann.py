@@ -15,11 +15,13 @@ return the query's neighbours from other regions and need ever larger over-fetch
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -40,11 +42,25 @@ class AnnParams:
     dtype: str = "f16"
 
 
+def _load_usearch() -> Any:
+    """``usearch.index``, with onnxruntime loaded first when it is installed.
+
+    Loading onnxruntime's extension after usearch's (its numkong kernels) crashes the process with
+    a segfault (usearch 2.26.6, numkong 7.8.6, onnxruntime 1.24-1.32); the other order works. The
+    ONNX encoder may load after a namespace crossed the graph threshold, so the order is fixed here.
+    """
+    with contextlib.suppress(ImportError):
+        import onnxruntime  # noqa: F401
+    import usearch.index
+
+    return usearch.index
+
+
 @functools.cache
 def ann_available() -> bool:
     """Whether usearch imports; without it every namespace is scanned exactly (logged once)."""
     try:
-        import usearch.index  # noqa: F401
+        _load_usearch()
     except ImportError:
         log.warning("usearch is not installed: large namespaces are scanned exactly")
         return False
@@ -55,7 +71,7 @@ class AnnIndex:
     """HNSW over unit vectors (inner product), keyed by hot-matrix slot. Not thread-safe."""
 
     def __init__(self, dimension: int, params: AnnParams = AnnParams()) -> None:
-        from usearch.index import Index
+        Index = _load_usearch().Index
 
         self.dimension = dimension
         self._index = Index(

@@ -12,8 +12,10 @@ from datetime import datetime
 
 import numpy as np
 
+from pipeline.memory.rules.decay import SECONDS_PER_DAY
 from pipeline.models.encoders import Encoder
 from pipeline.recall.context import Language, format_context, format_line
+from pipeline.recall.decompose import decompose
 from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
 from pipeline.recall.hot_index import (
     REGION_CODE,
@@ -21,16 +23,25 @@ from pipeline.recall.hot_index import (
     NamespaceSearch,
     NamespaceView,
     RowFilter,
+    speaker_of,
 )
 from pipeline.recall.lexical import tokenize
+from pipeline.recall.links import linked
 from pipeline.recall.neighbours import follow_ups
-from pipeline.recall.routing import RouteDecision, classify, seeks_recency
+from pipeline.recall.routing import (
+    RouteDecision,
+    asks_current_value,
+    asks_when,
+    classify,
+    seeks_recency,
+    speakers_named,
+)
 from pipeline.recall.scoring import (
     DEFAULT_TUNING,
-    SECONDS_PER_DAY,
     RecallTuning,
     final_score,
     freshness_days,
+    newest_first,
     relevance,
     status_at,
     supersede_chain,
@@ -42,6 +53,25 @@ from pipeline.runtime.settings import RecallPolicy
 from schemas.memory import REGIONS, Region, Status
 
 _HIDDEN: frozenset[Status] = frozenset({"superseded", "forgotten"})
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part question of a question that joins two facts (``decompose``)."""
+
+    text: str
+    vector: np.ndarray
+    tokens: list[str]
+
+
+@dataclass(frozen=True)
+class _PartSearch:
+    """A part question's reader, its fused candidates, its keyword coverage and its speaker."""
+
+    search: NamespaceSearch
+    ranked: list[tuple[str, float]]
+    coverage: dict[str, float]
+    focus: str | None
 
 
 @dataclass
@@ -140,8 +170,12 @@ class RecallEngine:
             raise NaiveTime("at: a timezone-aware datetime is required")
         decision = classify(query)
         window = parse_time_window(query, at)
-        # The one model call, outside the lock so index updates are not held up by it.
-        query_vector = np.asarray(self.encoder.encode([query])[0], dtype=np.float32)
+        texts = decompose(query) if self.tuning.decompose_share > 0.0 else []
+        # The one model call (the question and its parts, if any), outside the lock so index
+        # updates are not held up by it.
+        vectors = np.asarray(self.encoder.encode([query, *texts]), dtype=np.float32)
+        query_vector = vectors[0]
+        parts = [_Part(text, vectors[i + 1], tokenize(text)) for i, text in enumerate(texts)]
         # The time phrase found its own path; as keywords "last week" would match any "week".
         tokens = tokenize(query.replace(window.label, " ") if window else query)
 
@@ -158,6 +192,15 @@ class RecallEngine:
             view = self.index.view(namespace)
             if view is None or view.size == 0:
                 return [], self._trace(decision, primary, False, window, 0)
+            if (
+                window is not None
+                and self.tuning.ignore_empty_window
+                and not self._window_has_memories(view, window, at)
+            ):
+                # A window no memory falls in filters nothing: read the query as if it named
+                # none, its time words back among the keywords ("last weekend" -> "weekend").
+                window = None
+                tokens = tokenize(query)
             candidates, fallback_used = self._candidates(
                 view,
                 query,
@@ -169,6 +212,7 @@ class RecallEngine:
                 explicit,
                 may_fall_back,
                 include_history,
+                parts,
             )
             candidates.sort(key=lambda c: (-c.score, c.fused.memory_id))
             count = len(candidates)
@@ -187,6 +231,66 @@ class RecallEngine:
 
     # ----- steps -----
 
+    @staticmethod
+    def _window_has_memories(view: NamespaceView, window: TimeWindow, at: datetime) -> bool:
+        """True when some memory visible at ``at`` was created inside the window.
+
+        Memories that only name a time inside it join a window that has its own memories; they
+        do not make an empty one count (a question's "yesterday" is often not the day a memory
+        happened to mention).
+        """
+        moment = at.timestamp()
+        return any(
+            view.created[view.slot_of[memory_id]] <= moment
+            for memory_id in view.ids_in_window(window)
+        )
+
+    def _part_searches(
+        self,
+        view: NamespaceView,
+        parts: Sequence[_Part],
+        search: NamespaceSearch,
+        at: datetime,
+        include_history: bool,
+        explicit: list[Region] | None,
+    ) -> list[_PartSearch]:
+        """Each part question's own dense (every region) and BM25 candidates, fused."""
+        k = self.policy.candidates_per_path
+        found: list[_PartSearch] = []
+        for part in parts:
+            part_search = NamespaceSearch(
+                view,
+                part.vector,
+                at,
+                include_history=include_history,
+                regions=explicit,
+                exact=self.exact,
+                window_references=self.tuning.window_references,
+            )
+            bm25 = view.bm25.search(part.tokens, k, search.visible)
+            dense = [
+                (view.ids[slot], score) for slot, score in part_search.dense(k, part_search.base)
+            ]
+            fused = rrf_fuse(
+                {"dense": dense, "bm25": [(hit.memory_id, hit.score) for hit in bm25]},
+                self.tuning.path_weights,
+                RRF_K,
+            )
+            named = (
+                speakers_named(part.text, view.speakers)
+                if self.tuning.speaker_focus_factor < 1
+                else []
+            )
+            found.append(
+                _PartSearch(
+                    part_search,
+                    [(item.memory_id, item.rrf) for item in fused],
+                    {hit.memory_id: hit.coverage for hit in bm25},
+                    named[0] if len(named) == 1 else None,
+                )
+            )
+        return found
+
     def _candidates(
         self,
         view: NamespaceView,
@@ -199,6 +303,7 @@ class RecallEngine:
         explicit: list[Region] | None,
         may_fall_back: bool,
         include_history: bool,
+        parts: Sequence[_Part] = (),
     ) -> tuple[list[_Candidate], bool]:
         k = self.policy.candidates_per_path
         # Regions the caller names are a hard filter on every path (folded into the base filter).
@@ -209,6 +314,7 @@ class RecallEngine:
             include_history=include_history,
             regions=explicit,
             exact=self.exact,
+            window_references=self.tuning.window_references,
         )
         routed = search.filter(primary)
 
@@ -239,7 +345,20 @@ class RecallEngine:
             coverage[memory_id] = max(coverage.get(memory_id, 0.0), inherited)
         # Full freshness weight only for a query after recent things; a named window decides alone.
         recent = window is None and seeks_recency(query)
+        # "Where do I live now?": the newest of the equally good answers first; a named window
+        # ("now" inside "in May 2023"?) decides alone.
+        current_margin = self.tuning.current_value_margin
+        current = window is None and current_margin is not None and asks_current_value(query)
+        when_bonus = self.tuning.when_time_bonus if asks_when(query) else 0.0
+        named = speakers_named(query, view.speakers) if self.tuning.speaker_focus_factor < 1 else []
+        focus = named[0] if len(named) == 1 else None
         entity_score = {hit.memory_id: hit.score for hit in entity_hits}
+        # Relevance a memory inherits from another path's evidence (links across sessions).
+        linked_relevance: dict[str, float] = {}
+        # A question joining two facts: each part recalled on its own, as a path of its own.
+        part_searches = self._part_searches(view, parts, search, at, include_history, explicit)
+        if part_searches:
+            ranked["decomposed"] = _interleave([p.ranked for p in part_searches], k)
 
         def score_all(first_pass: set[str] | None) -> list[_Candidate]:
             fused = rrf_fuse(ranked, self.tuning.path_weights, RRF_K)
@@ -266,10 +385,18 @@ class RecallEngine:
                 (view.slot_of[item.memory_id] for item, _ in kept), dtype=np.int64, count=len(kept)
             )
             created = view.created[slots]
+            inside_window = np.zeros(len(kept), dtype=np.bool_)
             if window is not None:
                 inside_window = (created >= window.start.timestamp()) & (
                     created < window.end.timestamp()
                 )
+                if self.tuning.window_references:
+                    # "What did she watch on 1 May?" is answered by "watched it last night",
+                    # said on 2 May: the memory's own date counts as much as its created time.
+                    referencing = view.referencing(window)
+                    inside_window |= np.fromiter(
+                        (item.memory_id in referencing for item, _ in kept), np.bool_, len(kept)
+                    )
                 # A named window ("last week", "上周", "in May 2023") is a filter when anything
                 # falls inside it; only when nothing does are the nearest others shown, demoted.
                 if inside_window.any():
@@ -277,6 +404,12 @@ class RecallEngine:
                     kept = [pair for pair, ok in zip(kept, flags, strict=True) if ok]
                     slots = slots[inside_window]
                     created = created[inside_window]
+                    inside_window = inside_window[inside_window]
+            speakers = [speaker_of(view.records[item.memory_id]) for item, _ in kept]
+
+            def said_by(speaker: str) -> np.ndarray:
+                return np.array([who == speaker for who in speakers], dtype=np.bool_)
+
             rel = relevance(
                 search.cosines(slots),
                 np.array([coverage.get(item.memory_id, 0.0) for item, _ in kept]),
@@ -284,20 +417,55 @@ class RecallEngine:
                 np.array([item.rrf for item, _ in kept]) / ceiling,
                 self.tuning,
             )
+            if focus is not None:
+                # A question about one speaker is answered by what that speaker said.
+                rel = np.where(said_by(focus), rel, rel * self.tuning.speaker_focus_factor)
+            if part_searches:
+                # How well a memory answers one part of the question, discounted as second-hand.
+                answers_a_part = np.zeros(len(kept))
+                for part in part_searches:
+                    answers = relevance(
+                        part.search.cosines(slots),
+                        np.array([part.coverage.get(item.memory_id, 0.0) for item, _ in kept]),
+                        np.zeros(len(kept)),
+                        np.array([item.rrf for item, _ in kept]) / ceiling,
+                        self.tuning,
+                    )
+                    if part.focus is not None:
+                        # "What have Caroline and Melanie both painted?": each part is about one
+                        # of them, as a question naming one speaker is.
+                        answers = np.where(
+                            said_by(part.focus), answers, answers * self.tuning.speaker_focus_factor
+                        )
+                    answers_a_part = np.maximum(answers_a_part, answers)
+                rel = np.maximum(rel, self.tuning.decompose_share * answers_a_part)
+            if linked_relevance:
+                lifted = np.fromiter(
+                    (linked_relevance.get(item.memory_id, 0.0) for item, _ in kept),
+                    np.float64,
+                    len(kept),
+                )
+                rel = np.maximum(rel, lifted)
             if explicit is None and primary == ["procedural"]:
                 # "How did we fix it?" asks for the fix, not for restatements of the problem,
                 # which share every keyword with the question: other regions step back a little.
                 in_route = view.region[slots] == REGION_CODE["procedural"]
                 rel = np.where(in_route, rel, rel * self.tuning.procedural_route_factor)
             if window is not None:
-                inside = (created >= window.start.timestamp()) & (created < window.end.timestamp())
-                rel = np.where(inside, rel, rel * self.tuning.outside_window_factor)
+                rel = np.where(inside_window, rel, rel * self.tuning.outside_window_factor)
+            if when_bonus > 0.0:
+                dated = np.fromiter(
+                    (view.names_a_time(item.memory_id) for item, _ in kept), np.bool_, len(kept)
+                )
+                rel = np.minimum(1.0, rel + when_bonus * dated)
             fresh = freshness_days(
                 (at.timestamp() - created) / SECONDS_PER_DAY, self.policy.freshness_lambda_per_day
             )
             scores = final_score(
                 rel, view.importance[slots], fresh, self.policy, self.tuning, wants_recent=recent
             )
+            if current and current_margin is not None:
+                scores = newest_first(rel, created, scores, current_margin)
             return [
                 _Candidate(
                     item,
@@ -313,6 +481,23 @@ class RecallEngine:
             ]
 
         candidates = score_all(None)
+        share = self.tuning.link_share
+        if share > 0.0 and candidates:
+            # One hop across sessions from the best answers so far (``links``).
+            best_first = sorted(candidates, key=lambda c: (-c.score, c.fused.memory_id))
+            seeds = [(c.fused.memory_id, c.relevance) for c in best_first[: self.tuning.link_seeds]]
+            hops = linked(
+                view,
+                seeds,
+                search.visible,
+                min_specificity=self.tuning.link_min_specificity,
+                min_cosine=self.tuning.link_min_cosine,
+                per_seed=self.tuning.link_per_seed,
+            )
+            if hops:
+                ranked["linked"] = sorted(hops.items(), key=lambda item: (-item[1], item[0]))
+                linked_relevance.update({m: share * value for m, value in hops.items()})
+                candidates = score_all(None)
         best = max((c.relevance for c in candidates), default=0.0)
         if not may_fall_back or best >= self.policy.fallback_below:
             return candidates, False
@@ -340,6 +525,7 @@ class RecallEngine:
             score=round(candidate.score, 6),
             relevance=round(candidate.relevance, 6),
             freshness=round(candidate.freshness, 6),
+            fused=round(candidate.fused.rrf, 6),
             explanation={
                 path: PathEvidence(rank=hit.rank, score=round(hit.score, 6))
                 for path, hit in candidate.fused.paths.items()
@@ -382,3 +568,15 @@ class RecallEngine:
             window_label=window.label if window else "",
             candidates=candidates,
         )
+
+
+def _interleave(lists: Sequence[Sequence[tuple[str, float]]], k: int) -> list[tuple[str, float]]:
+    """Round-robin over ranked lists, first place of each list first, each id once, ``k`` long."""
+    merged: dict[str, float] = {}
+    for rank in range(max((len(items) for items in lists), default=0)):
+        for items in lists:
+            if rank < len(items) and items[rank][0] not in merged:
+                merged[items[rank][0]] = items[rank][1]
+                if len(merged) == k:
+                    return list(merged.items())
+    return list(merged.items())

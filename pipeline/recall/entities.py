@@ -148,6 +148,21 @@ class EntityIndex:
         self._free.append(doc)
         return True
 
+    def keys_of(self, memory_id: str) -> frozenset[str]:
+        """The normalised entity keys a memory is indexed under."""
+        return self._keys_of.get(memory_id, frozenset())
+
+    def holders(self, key: str) -> list[str]:
+        """Ids of the memories that carry the entity ``key``."""
+        postings = self._by_key.get(key)
+        if postings is None:
+            return []
+        return [self._ids[doc] or "" for doc in postings.docs[: postings.size].tolist()]
+
+    def specificity_of(self, key: str) -> float:
+        postings = self._by_key.get(key)
+        return specificity(postings.size if postings else 0, len(self._keys_of))
+
     def search(
         self, query: str, k: int, accept: Callable[[str], bool] | None = None
     ) -> list[EntityHit]:

@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-PATHS: tuple[str, ...] = ("dense", "bm25", "entity", "temporal", "activation", "follow_up")
+PATHS: tuple[str, ...] = (
+    "dense",
+    "bm25",
+    "entity",
+    "temporal",
+    "activation",
+    "follow_up",
+    "linked",
+    "decomposed",
+)
 
 DEFAULT_PATH_WEIGHTS: Mapping[str, float] = {
     "dense": 1.0,
@@ -18,6 +27,8 @@ DEFAULT_PATH_WEIGHTS: Mapping[str, float] = {
     "temporal": 0.8,
     "activation": 0.3,  # query-independent: a tie-breaker, never a reason on its own
     "follow_up": 0.5,  # second-hand: the reply to a keyword hit (``neighbours``)
+    "linked": 0.5,  # second-hand: one hop across sessions from the best answers (``links``)
+    "decomposed": 1.0,  # the parts of a question joining two facts (``decompose``)
 }
 RRF_K = 60
 

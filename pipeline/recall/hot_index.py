@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
+from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,17 +32,12 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.memory.rules.decay import SECONDS_PER_DAY, decay_rate
 from pipeline.recall.ann import ActivationOrder, AnnIndex, ann_available
 from pipeline.recall.entities import EntityIndex
 from pipeline.recall.lexical import BM25Index, tokenize
-from pipeline.recall.scoring import (
-    DEFAULT_TUNING,
-    SECONDS_PER_DAY,
-    RecallTuning,
-    activation_lambda,
-    hidden_since,
-)
-from pipeline.recall.temporal import TimeWindow
+from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning, hidden_since
+from pipeline.recall.temporal import TimeWindow, time_references
 from schemas.errors import HindsightError
 from schemas.memory import REGIONS, MemoryRecord, Region, Watermark
 
@@ -62,6 +58,8 @@ _ANN_FETCH_FACTOR = 4
 _ANN_FETCH_CAP = 2048
 # Activation walk steps before falling back to one vectorised scan.
 _ACTIVATION_STEPS_PER_RESULT = 64
+# Longest window a time phrase in a memory names (a year): bounds the referenced-time bisect.
+_LONGEST_REFERENCE_S = 367 * SECONDS_PER_DAY
 
 
 class HotIndexError(HindsightError):
@@ -96,6 +94,12 @@ class NamespaceView:
         self.entities = EntityIndex()
         # (created epoch, id), sorted: temporal windows are two bisects.
         self._by_time: list[tuple[float, str]] = []
+        # Dates a memory's own words name ("yesterday", "last Saturday", "on 8 May"), resolved
+        # against its created time: (start epoch, end epoch, id), sorted by start.
+        self._by_reference: list[tuple[float, float, str]] = []
+        self._references_of: dict[str, list[tuple[float, float, str]]] = {}
+        # Who said the namespace's memories (first provenance turn), with counts.
+        self.speakers: Counter[str] = Counter()
         # Large-namespace structures (None while the namespace is scanned exactly).
         self.ann: list[AnnIndex] | None = None  # one graph per region code
         self.by_activation: ActivationOrder | None = None
@@ -162,7 +166,7 @@ class NamespaceView:
         self.region[slot] = REGION_CODE[record.region]
         self.created[slot] = record.created_at.timestamp()
         self.importance[slot] = record.importance
-        rate = activation_lambda(record.base_importance, self._tuning) / SECONDS_PER_DAY
+        rate = decay_rate(record.base_importance) / SECONDS_PER_DAY
         log_a = math.log(record.activation) if record.activation > 0 else -math.inf
         self.log_activation[slot] = log_a
         self.activation_base[slot] = log_a + rate * record.activation_at.timestamp()
@@ -184,6 +188,18 @@ class NamespaceView:
             if previous is not None:
                 self._untime(previous)
             bisect.insort(self._by_time, (record.created_at.timestamp(), record.id))
+        if (
+            previous is None
+            or previous.created_at != record.created_at
+            or previous.content != record.content
+        ):
+            self._unreference(record.id)
+            self._reference(record)
+        if previous is None or speaker_of(previous) != speaker_of(record):
+            if previous is not None:
+                self._uncount(previous)
+            if speaker_of(record):
+                self.speakers[speaker_of(record)] += 1
         # The matrix row (and the graph's f16 copy) hold the vector: a list of 384 Python floats
         # per record would cost ~12 KB each (1.2 GB at 100k).
         stored = record.model_copy(update={"vector": []}) if record.vector else record
@@ -235,10 +251,35 @@ class NamespaceView:
         if position < len(self._by_time) and self._by_time[position] == key:
             del self._by_time[position]
 
+    def _reference(self, record: MemoryRecord) -> None:
+        entries = [
+            (ref.window.start.timestamp(), ref.window.end.timestamp(), record.id)
+            for ref in time_references(record.content, record.created_at)
+        ]
+        for entry in entries:
+            bisect.insort(self._by_reference, entry)
+        if entries:
+            self._references_of[record.id] = entries
+
+    def _uncount(self, record: MemoryRecord) -> None:
+        speaker = speaker_of(record)
+        if speaker:
+            self.speakers[speaker] -= 1
+            if self.speakers[speaker] <= 0:
+                del self.speakers[speaker]
+
+    def _unreference(self, memory_id: str) -> None:
+        for entry in self._references_of.pop(memory_id, []):
+            position = bisect.bisect_left(self._by_reference, entry)
+            if position < len(self._by_reference) and self._by_reference[position] == entry:
+                del self._by_reference[position]
+
     def remove(self, memory_id: str) -> MemoryRecord | None:
         record = self.records.pop(memory_id, None)
         if record is None:
             return None
+        self._unreference(memory_id)
+        self._uncount(record)
         slot = self.slot_of.pop(memory_id)
         last = self.size - 1
         # The graph follows the swap-remove: the erased key goes, the moved row is re-keyed.
@@ -329,6 +370,30 @@ class NamespaceView:
         low, high = self.window_rows(window)
         return [memory_id for _, memory_id in self._by_time[low:high]]
 
+    def referencing(self, window: TimeWindow) -> set[str]:
+        """Ids of memories whose own words name a time overlapping ``window``."""
+        start, end = window.start.timestamp(), window.end.timestamp()
+        low = bisect.bisect_left(self._by_reference, (start - _LONGEST_REFERENCE_S,))
+        high = bisect.bisect_left(self._by_reference, (end,))
+        return {
+            memory_id for _, ref_end, memory_id in self._by_reference[low:high] if ref_end > start
+        }
+
+    def names_a_time(self, memory_id: str) -> bool:
+        """True when the memory's own words name a time ("yesterday", "in May 2023")."""
+        return memory_id in self._references_of
+
+    def referencing_mask(self, window: TimeWindow) -> BoolArray:
+        mask = np.zeros(self.size, dtype=np.bool_)
+        slots = [self.slot_of[memory_id] for memory_id in self.referencing(window)]
+        mask[slots] = True
+        return mask
+
+
+def speaker_of(record: MemoryRecord) -> str:
+    """Who said the memory: the speaker of its first source turn ("" when unknown)."""
+    return record.provenance[0].speaker if record.provenance else ""
+
 
 def top_k(values: npt.NDArray[np.floating], mask: BoolArray | None, k: int) -> IntArray:
     """Slots of the ``k`` largest values where ``mask`` holds, best first (ties: lower slot)."""
@@ -359,6 +424,8 @@ class RowFilter:
     include_history: bool
     regions: frozenset[int] | None = None  # region codes; None: every region
     window: TimeWindow | None = None
+    # A window also takes the memories whose own words name a time inside it.
+    window_references: bool = False
 
     def narrowed(
         self, regions: Collection[Region] | None = None, window: TimeWindow | None = None
@@ -367,7 +434,9 @@ class RowFilter:
         if regions is not None:
             wanted = frozenset(REGION_CODE[region] for region in regions)
             codes = wanted if codes is None else codes & wanted
-        return RowFilter(self.at, self.include_history, codes, window or self.window)
+        return RowFilter(
+            self.at, self.include_history, codes, window or self.window, self.window_references
+        )
 
     def mask(self, view: NamespaceView) -> BoolArray:
         size = view.size
@@ -381,7 +450,10 @@ class RowFilter:
                 in_region |= column == code  # a few int8 compares beat np.isin
             mask &= in_region
         if self.window is not None:
-            mask &= view.window_mask(self.window)
+            in_window = view.window_mask(self.window)
+            if self.window_references:
+                in_window |= view.referencing_mask(self.window)
+            mask &= in_window
         return mask
 
     def check(self, view: NamespaceView, slots: IntArray) -> BoolArray:
@@ -392,9 +464,15 @@ class RowFilter:
         if self.regions is not None:
             ok &= np.isin(view.region[slots], list(self.regions))
         if self.window is not None:
-            ok &= (created >= self.window.start.timestamp()) & (
+            in_window = (created >= self.window.start.timestamp()) & (
                 created < self.window.end.timestamp()
             )
+            if self.window_references:
+                referencing = view.referencing(self.window)
+                in_window |= np.fromiter(
+                    (view.ids[slot] in referencing for slot in slots.tolist()), np.bool_, len(slots)
+                )
+            ok &= in_window
         return ok
 
     def accepts(self, view: NamespaceView, slot: int) -> bool:
@@ -404,9 +482,11 @@ class RowFilter:
             return False
         if self.regions is not None and int(view.region[slot]) not in self.regions:
             return False
-        return self.window is None or (
-            self.window.start.timestamp() <= view.created[slot] < self.window.end.timestamp()
-        )
+        if self.window is None:
+            return True
+        if self.window.start.timestamp() <= view.created[slot] < self.window.end.timestamp():
+            return True
+        return self.window_references and view.ids[slot] in view.referencing(self.window)
 
 
 class NamespaceSearch:
@@ -427,6 +507,7 @@ class NamespaceSearch:
         include_history: bool,
         regions: Collection[Region] | None = None,
         exact: bool = False,
+        window_references: bool = False,
     ) -> None:
         if view.dimension is not None and query.shape[0] != view.dimension:
             raise HotIndexError(
@@ -436,7 +517,9 @@ class NamespaceSearch:
         self.view = view
         self.query = query
         self.at = at
-        self.base = RowFilter(at.timestamp(), include_history).narrowed(regions)
+        self.base = RowFilter(
+            at.timestamp(), include_history, window_references=window_references
+        ).narrowed(regions)
         self.approximate = view.ann is not None and not exact
         self._similarities: FloatArray | None = None
         self._log_activations: DoubleArray | None = None
@@ -474,6 +557,8 @@ class NamespaceSearch:
                 # A narrow window: its rows are few, score them all exactly.
                 slot_of = self.view.slot_of
                 ids = self.view.ids_in_window(where.window)
+                if where.window_references:
+                    ids = list(dict.fromkeys([*ids, *sorted(self.view.referencing(where.window))]))
                 slots = np.fromiter((slot_of[i] for i in ids), np.int64, len(ids))
                 return self._rescored(slots[where.check(self.view, slots)], k)
         codes = sorted(where.regions) if where.regions is not None else range(len(REGIONS))
@@ -609,3 +694,8 @@ class HotIndex:
     def namespaces(self) -> list[str]:
         with self.lock:
             return sorted(name for name, view in self._views.items() if view.size)
+
+    def namespace_sizes(self) -> dict[str, int]:
+        """Memories per namespace (every status), for the metrics and the dashboard."""
+        with self.lock:
+            return {name: len(view.records) for name, view in self._views.items() if view.records}

@@ -7,6 +7,7 @@ the routed region scores poorly, so a wrong route costs a second pass, not a mis
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from schemas.memory import REGIONS, Region
@@ -78,7 +79,15 @@ _RULES: tuple[_Rule, ...] = (
         0.8,
         "相对时段",
     ),
-    _zh("episodic", r"昨天|昨日|前天|今天|今日|刚才|最近|之前", 0.7, "相对日期"),
+    # 最近 with a span ("最近三天") is a stretch of time; alone ("我最近在学什么？") it asks what
+    # holds these days, which is any region's answer (the current-value rule orders it).
+    _zh(
+        "episodic",
+        r"昨天|昨日|前天|今天|今日|刚才|之前"
+        r"|最近(?= ?[0-9一二两三四五六七八九十几]+ ?(?:天|周|个星期|个礼拜|个月|年))",
+        0.7,
+        "相对日期",
+    ),
     _zh("episodic", r"[0-9一二两三四五六七八九十几]+ ?(?:天|周|个星期|个月|年)前", 0.9, "N前"),
     _zh("episodic", r"说了什么|说过|提到过|提过|聊过|讲过|谈过|问过", 0.9, "说过"),
     _zh("episodic", r"发生了什么|那次|那天|当时", 0.9, "那次"),
@@ -163,6 +172,62 @@ _RECENCY = re.compile(
 def seeks_recency(query: str) -> bool:
     """True when the query asks for recent things ("what's new", "lately", "still", "最近")."""
     return _RECENCY.search(query) is not None
+
+
+# Words asking for the value that holds now, where an older one may have changed: "now",
+# "currently", "these days", "still", "anymore", "at the moment", 现在, 目前, 还…吗. Not "recently"
+# or "new": "What forum did Tim join recently?" asks about an event, not a value that changed.
+# 最近 counts: without a number after it (a rolling window, "最近三天", which the time window
+# parser takes first) it reads "these days" ("我最近在读什么书？"), and newest-first also orders
+# a "what did I do recently" list sensibly (docs/BENCHMARKS.md, "Current-value questions").
+_CURRENT_VALUE = re.compile(
+    r"\b(?:now|right now|currently|current|nowadays|these days|at the moment|at present"
+    r"|any ?more|still|as of now|from now on)\b"
+    r"|现在|目前|当前|如今|此刻|这些天|这阵子|这段时间|最近|仍然|依然|仍旧"
+    r"|还(?!记得)[^，。,.？?！!]{0,16}(?:吗|么|没有|不)",
+    re.IGNORECASE,
+)
+
+
+def asks_current_value(query: str) -> bool:
+    """True when the query asks what holds now ("Where do I live now?", "我现在用什么？",
+    "你还喜欢咖啡吗？"): the newest of the equally good answers comes first."""
+    return _CURRENT_VALUE.search(query) is not None
+
+
+# Questions whose answer is a time: the memory that states one ("yesterday", "last May") is the
+# better answer than one that only shares the topic.
+_ASKS_WHEN = re.compile(
+    r"\bwhen\b|\bwhat (?:time|date|day|year|month)\b|\bwhich (?:day|date|year|month|week)\b"
+    r"|\bhow long ago\b|\bsince when\b"
+    r"|什么时候|何时|哪天|哪一天|几号|几月|哪年|哪一年|几点|多久以前|多久之前",
+    re.IGNORECASE,
+)
+
+
+def asks_when(query: str) -> bool:
+    """True when the question asks for a time ("when did…", "what date…", "什么时候")."""
+    return _ASKS_WHEN.search(query) is not None
+
+
+def speakers_named(query: str, speakers: Iterable[str]) -> list[str]:
+    """The namespace's speakers the query names, by full name or first name ("Caroline",
+    "caroline's"), whole words only; Chinese names as substrings."""
+    named: list[str] = []
+    for speaker in speakers:
+        names = {speaker.strip(), speaker.strip().split(" ")[0]} - {""}
+        for name in names:
+            if _CJK_NAME.search(name):
+                found = name in query
+            else:
+                found = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", query, re.I) is not None
+            if found:
+                named.append(speaker)
+                break
+    return named
+
+
+_CJK_NAME = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 # Ties go to the more specific region: "how did we fix it last week" is a how-to.

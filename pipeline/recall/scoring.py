@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,12 +10,12 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.memory.rules import decay
 from pipeline.recall.ann import AnnParams
 from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
 from pipeline.runtime.settings import RecallPolicy
 from schemas.memory import MemoryRecord, Status
 
-SECONDS_PER_DAY = 86400.0
 # Scores are computed per candidate in tests and for a whole candidate array in the engine.
 Num = TypeVar("Num", float, npt.NDArray[np.float64])
 
@@ -34,6 +33,32 @@ class RecallTuning:
     # Relevance multiplier for memories outside a time window the query names: "what did I say
     # last week" is answered wrongly by anything else, however similar.
     outside_window_factor: float = 0.5
+    # A window also matches memories whose own words name a time inside it ("last night", said
+    # the day after), not only those created inside it (``temporal.time_references``).
+    window_references: bool = True
+    # A named window no visible memory falls in is ignored (its words become keywords again)
+    # instead of demoting every candidate alike.
+    ignore_empty_window: bool = True
+    # Relevance added, for a question asking "when", to memories whose words name a time.
+    when_time_bonus: float = 0.1
+    # Relevance multiplier for what other speakers said when the query names exactly one of the
+    # namespace's speakers ("What does Caroline like?"): first-hand statements answer it.
+    speaker_focus_factor: float = 0.7
+    # Current-value queries ("now", "still", 现在): memories within this much of the best
+    # relevance are ordered newest first (``newest_first``); None turns the rule off.
+    current_value_margin: float | None = 0.15
+    # One hop across sessions (``links``): memories sharing a specific entity (specificity at
+    # least ``link_min_specificity``) or nearly the same words (cosine at least
+    # ``link_min_cosine``) with one of the ``link_seeds`` best first-pass answers inherit
+    # ``link_share`` × link strength × that answer's relevance; 0 turns the path off.
+    link_share: float = 0.5
+    link_seeds: int = 5
+    link_per_seed: int = 5
+    link_min_specificity: float = 0.5
+    link_min_cosine: float = 0.6
+    # A question joining two facts (``decompose``): its parts are recalled too and a memory's
+    # relevance is at least this share of how well it answers one part; 0 turns it off.
+    decompose_share: float = 0.0
     # Relevance multiplier for non-procedural memories when a query is confidently routed to
     # procedural memory ("how did we fix …", "怎么解决").
     procedural_route_factor: float = 0.85
@@ -48,10 +73,6 @@ class RecallTuning:
     follow_up_share: float = 0.85
     # Below this routing confidence the dense path searches every region at once.
     min_route_confidence: float = 0.3
-    # Activation decay: slower for important memories (seed: base > 0.8).
-    activation_lambda_important: float = 0.01
-    activation_lambda_default: float = 0.05
-    important_base: float = 0.8
     # Namespaces with at least this many rows get an HNSW graph for the dense path and a
     # decay-ordered list for the activation path (None: always scan exactly). Smaller ones are
     # scanned exactly: cheap there, and exact. A namespace that shrinks below half of it goes
@@ -63,32 +84,14 @@ class RecallTuning:
 DEFAULT_TUNING = RecallTuning()
 
 
-def days_between(earlier: datetime, later: datetime) -> float:
-    return (later - earlier).total_seconds() / SECONDS_PER_DAY
-
-
-def freshness(created_at: datetime, at: datetime, lambda_per_day: float) -> float:
-    """exp(−λ·days since created); a memory from the future of ``at`` counts as brand new."""
-    return float(freshness_days(days_between(created_at, at), lambda_per_day))
-
-
 def freshness_days(days: Num, lambda_per_day: float) -> Num:
+    """``freshness`` over an array of ages in days (the engine scores candidates at once)."""
     return np.exp(-lambda_per_day * np.maximum(0.0, days))  # type: ignore[no-any-return]
 
 
-def activation_lambda(base_importance: float, tuning: RecallTuning = DEFAULT_TUNING) -> float:
-    if base_importance > tuning.important_base:
-        return tuning.activation_lambda_important
-    return tuning.activation_lambda_default
-
-
-def activation_at(
-    record: MemoryRecord, at: datetime, tuning: RecallTuning = DEFAULT_TUNING
-) -> float:
-    """``activation · e^(−λΔt)``, Δt in days from ``activation_at`` to ``at`` (never negative)."""
-    elapsed = max(0.0, days_between(record.activation_at, at))
-    decay = math.exp(-activation_lambda(record.base_importance, tuning) * elapsed)
-    return record.activation * decay
+def activation_at(record: MemoryRecord, at: datetime) -> float:
+    """The record's activation decayed to ``at``: the one decay rule (``memory.rules.decay``)."""
+    return decay.activation_at(record.activation, record.activation_at, record.base_importance, at)
 
 
 def score_weights(
@@ -158,6 +161,38 @@ def relevance(
     )
     share = np.clip(rrf_share, 0.0, 1.0)
     return (1.0 - tuning.consensus_share) * evidence + tuning.consensus_share * share  # type: ignore[no-any-return]
+
+
+def newest_first(
+    relevance: npt.NDArray[np.float64],
+    created: npt.NDArray[np.float64],
+    scores: npt.NDArray[np.float64],
+    margin: float,
+) -> npt.NDArray[np.float64]:
+    """Scores for a current-value query: the newest of the about-equally relevant answers first.
+
+    Candidates within ``margin`` of the best relevance answer the question about equally well
+    ("I'm learning the guitar" / later "these days it's the piano"); among them the newest is the
+    value that holds now. They take the group's best score, minus a hair per place in newest-first
+    order, so they stay together at the top (gap truncation keeps them) and everything else keeps
+    its own score. Supersession already hides a value a triplet contradicts; this orders the ones
+    no rule could pair. ``created`` is epoch seconds; the as-of filter ran before, so "newest"
+    means newest as of the query time.
+    """
+    if relevance.size == 0:
+        return scores
+    group = relevance >= float(relevance.max()) - margin
+    members = np.flatnonzero(group)
+    # Newest first; equal times keep the better score first.
+    order = members[np.lexsort((-scores[members], -created[members]))]
+    top = float(scores[members].max())
+    adjusted = scores.copy()
+    adjusted[order] = top - _NEWEST_STEP * np.arange(order.size)
+    return adjusted
+
+
+# Score steps between members of a newest-first group: far below any real score difference.
+_NEWEST_STEP = 1e-6
 
 
 def truncate_by_gaps(scores: Sequence[float], policy: RecallPolicy) -> int:

@@ -1,4 +1,6 @@
-"""Time windows named in a query ("last week", "in May 2023", "上周", "三天前"), relative to ``at``.
+"""Time phrases ("last week", "in May 2023", "next month", "上周", "三天前") as windows relative
+to a moment: the window a query names (``parse_time_window``, relative to the query's ``at``) and
+every date a turn refers to (``time_references``, relative to the turn's event time).
 
 Rules, not dateparser: dateparser resolves one *date* ("last week" → a single instant) rather than
 a *window*, and it reads the wall clock unless every call is given a base; a few dozen regexes are
@@ -6,7 +8,13 @@ deterministic, cover English and Chinese, and say exactly which window they mean
 
 Windows are half-open ``[start, end)`` in the timezone of ``at``. Calendar words mean calendar
 units: "last week" is the previous Monday–Sunday week, "last month" the previous calendar month.
-Rolling phrases ("past 3 days", "最近三天") end at the end of ``at``'s day.
+Rolling phrases ("past 3 days", "最近三天") end at the end of ``at``'s day. A weekend is Saturday
+and Sunday of a Monday-started week. Future phrases ("tomorrow", "next week", "in two weeks",
+"下个月", "三天后") count forward the same way. "Next Friday" is the first Friday after ``at``,
+mirroring "last Friday" (the last one before it).
+
+One rule table serves queries and turns, so "last Saturday" in a question and in a turn mean the
+same day relative to their own moment.
 """
 
 from __future__ import annotations
@@ -216,6 +224,97 @@ def _weekday_back(at: datetime, weekday: int, strictly_before: bool, label: str)
     return _day(at, -back, label)
 
 
+def _weekday_forward(at: datetime, weekday: int, label: str) -> TimeWindow:
+    ahead = (weekday - at.weekday()) % 7 or 7
+    return _day(at, ahead, label)
+
+
+def _weekend(at: datetime, offset_weeks: int, label: str) -> TimeWindow:
+    """Saturday and Sunday of the week ``offset_weeks`` from ``at``'s week."""
+    saturday = _week(at, offset_weeks, "").start + timedelta(days=5)
+    return TimeWindow(saturday, saturday + timedelta(days=2), label)
+
+
+def _span(start: datetime, last_day: datetime, label: str) -> TimeWindow | None:
+    """Whole days from ``start`` to ``last_day`` inclusive (None when they are out of order)."""
+    if last_day < start:
+        return None
+    return TimeWindow(start, last_day + timedelta(days=1), label)
+
+
+def _calendar_date(year: int, month: int, day: int, at: datetime) -> datetime | None:
+    try:
+        return datetime(year, month, day, tzinfo=at.tzinfo)
+    except ValueError:
+        return None
+
+
+_DAY_OF_MONTH = re.compile(r"(\d{1,2})")
+_MONTH_WORD = re.compile(rf"\b(?:{_MONTH_RE})\b", re.IGNORECASE)
+
+
+def _month_day(text: str) -> tuple[int, int] | None:
+    """August 11 / 11th of August -> (8, 11)."""
+    month = _MONTH_WORD.search(text)
+    day = _DAY_OF_MONTH.search(text)
+    return (_MONTHS[month[0].lower()], int(day[1])) if month and day else None
+
+
+def _range(m: re.Match[str], at: datetime) -> TimeWindow | None:
+    """Between August 11 and August 15 2023, from 3 May to 9 May: both days included."""
+    first = _month_day(m[1])
+    if first is None:
+        return None
+    bare_day = _DAY_OF_MONTH.search(m[3])
+    second = _month_day(m[3]) or ((first[0], int(bare_day[1])) if bare_day else None)
+    if second is None:
+        return None
+    year = int(m[4] or m[2]) if (m[4] or m[2]) else _latest_date_year(at, *first)
+    start = _calendar_date(year, first[0], first[1], at)
+    end_year = year + 1 if second[0] < first[0] else year
+    last = _calendar_date(end_year, second[0], second[1], at)
+    return _span(start, last, _label(m)) if start and last else None
+
+
+_ORDINAL_WEEK = {
+    "first": 0,
+    "second": 1,
+    "third": 2,
+    "fourth": 3,
+    "1st": 0,
+    "2nd": 1,
+    "3rd": 2,
+    "4th": 3,
+}
+_ZH_ORDINAL = {"一": 0, "二": 1, "三": 2, "四": 3, "1": 0, "2": 1, "3": 2, "4": 3}
+
+
+def _year_of(explicit: str | None, at: datetime, month: int) -> int:
+    return int(explicit) if explicit else _latest_month(at, month)
+
+
+def _week_of_month(year: int, month: int, which: str, at: datetime, label: str) -> TimeWindow:
+    """The n-th seven days of a month (days 1-7, 8-14, ...); "last" is its final seven days."""
+    month_window = _month(year, month, at, label)
+    if which == "last":
+        return TimeWindow(month_window.end - timedelta(days=7), month_window.end, label)
+    start = month_window.start + timedelta(
+        days=7 * _ORDINAL_WEEK.get(which, _ZH_ORDINAL.get(which, 0))
+    )
+    return TimeWindow(start, start + timedelta(days=7), label)
+
+
+def _part_of_month(year: int, month: int, part: str, at: datetime, label: str) -> TimeWindow:
+    """Early: days 1-10, mid: 11-20, late: 21 to the end (月初 / 月中 / 月底)."""
+    month_window = _month(year, month, at, label)
+    start = month_window.start
+    if part in ("early", "初"):
+        return TimeWindow(start, start + timedelta(days=10), label)
+    if part in ("mid", "中"):
+        return TimeWindow(start + timedelta(days=10), start + timedelta(days=20), label)
+    return TimeWindow(start + timedelta(days=20), month_window.end, label)
+
+
 # ---------- rules ----------
 
 Matcher = Callable[[re.Match[str], datetime], TimeWindow | None]
@@ -225,10 +324,32 @@ Matcher = Callable[[re.Match[str], datetime], TimeWindow | None]
 class _Rule:
     pattern: re.Pattern[str]
     build: Matcher
+    # The phrase spells the date out ("8 May 2023", "2023年5月"): nothing to resolve in a turn.
+    explicit: bool = False
 
 
-def _rule(pattern: str, build: Matcher) -> _Rule:
-    return _Rule(re.compile(pattern, re.IGNORECASE), build)
+def _rule(pattern: str, build: Matcher, *, explicit: bool = False) -> _Rule:
+    return _Rule(re.compile(pattern, re.IGNORECASE), build, explicit)
+
+
+_EN_COUNT = r"(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a couple of)"
+_EN_WEEKDAY = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_ZH_WEEK = r"(?:周|星期|个星期|礼拜|个礼拜)"
+_EN_MONTH_DAY = (
+    rf"(?:(?:{_MONTH_RE})\.? \d{{1,2}}(?:st|nd|rd|th)?"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTH_RE}))"
+)
+
+
+def _zh_range(m: re.Match[str], at: datetime) -> TimeWindow | None:
+    """8月11日到15日, 2023年8月11日至8月15日: both days included."""
+    first_month, first_day = int(m[2]), int(m[3])
+    second_month = int(m[4]) if m[4] else first_month
+    year = int(m[1]) if m[1] else _latest_date_year(at, first_month, first_day)
+    end_year = year + 1 if second_month < first_month else year
+    start = _calendar_date(year, first_month, first_day, at)
+    last = _calendar_date(end_year, second_month, int(m[5]), at)
+    return _span(start, last, _label(m)) if start and last else None
 
 
 def _label(match: re.Match[str]) -> str:
@@ -240,22 +361,27 @@ _RULES: tuple[_Rule, ...] = (
     _rule(
         r"\b((?:19|20)\d\d)-(\d{1,2})-(\d{1,2})\b",
         lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m)),
+        explicit=True,
     ),
     _rule(
         r"\b((?:19|20)\d\d)/(\d{1,2})/(\d{1,2})\b",
         lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m)),
+        explicit=True,
     ),
     _rule(
         rf"\b(?:on )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_RE})\.?,? ((?:19|20)\d\d)\b",
         lambda m, at: _date(int(m[3]), _MONTHS[m[2].lower()], int(m[1]), at, _label(m)),
+        explicit=True,
     ),
     _rule(
         rf"\b(?:on )?({_MONTH_RE})\.? (\d{{1,2}})(?:st|nd|rd|th)?,? ((?:19|20)\d\d)\b",
         lambda m, at: _date(int(m[3]), _MONTHS[m[1].lower()], int(m[2]), at, _label(m)),
+        explicit=True,
     ),
     _rule(
         rf"\b(?:in |during )?({_MONTH_RE}),? ((?:19|20)\d\d)\b",
         lambda m, at: _month(int(m[2]), _MONTHS[m[1].lower()], at, _label(m)),
+        explicit=True,
     ),
     _rule(
         rf"\bon (\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_RE})\b",
@@ -273,6 +399,35 @@ _RULES: tuple[_Rule, ...] = (
             _latest_date_year(at, _MONTHS[m[1].lower()], int(m[2])),
             _MONTHS[m[1].lower()],
             int(m[2]),
+            at,
+            _label(m),
+        ),
+    ),
+    # Calendar spans: a range of days, the n-th week of a month, the early/mid/late part of one.
+    _rule(
+        rf"\b(?:between|from) ({_EN_MONTH_DAY})(?:,? ((?:19|20)\d\d))?\s+"
+        rf"(?:and|to|until|till|through)\s+({_EN_MONTH_DAY}|\d{{1,2}}(?:st|nd|rd|th)?)"
+        r"(?:,? ((?:19|20)\d\d))?\b",
+        _range,
+    ),
+    _rule(
+        rf"\b(?:the |in the |during the )?(first|second|third|fourth|1st|2nd|3rd|4th|last) week "
+        rf"of ({_MONTH_RE})(?:,? ((?:19|20)\d\d))?\b",
+        lambda m, at: _week_of_month(
+            _year_of(m[3], at, _MONTHS[m[2].lower()]),
+            _MONTHS[m[2].lower()],
+            m[1].lower(),
+            at,
+            _label(m),
+        ),
+    ),
+    _rule(
+        # "late may" in lower case is the verb ("I was late, may I ..."): May needs its capital.
+        rf"\b(early|mid|late)[- ](?!(?-i:may)\b)({_MONTH_RE})(?:,? ((?:19|20)\d\d))?\b",
+        lambda m, at: _part_of_month(
+            _year_of(m[3], at, _MONTHS[m[2].lower()]),
+            _MONTHS[m[2].lower()],
+            m[1].lower(),
             at,
             _label(m),
         ),
@@ -314,6 +469,31 @@ _RULES: tuple[_Rule, ...] = (
     _rule(r"\b(?:last|previous) year\b", lambda m, at: _year(at.year - 1, at, _label(m))),
     _rule(r"\bthis year\b", lambda m, at: _year(at.year, at, _label(m))),
     _rule(
+        r"\b(?:last|previous|this past|the past) weekend\b",
+        lambda m, at: _weekend(at, -1, _label(m)),
+    ),
+    _rule(r"\bthis weekend\b", lambda m, at: _weekend(at, 0, _label(m))),
+    _rule(r"\bnext weekend\b", lambda m, at: _weekend(at, 1, _label(m))),
+    _rule(
+        rf"\b{_EN_COUNT} weekends? ago\b",
+        lambda m, at: _weekend(at, -(_en_number(m[1]) or 1), _label(m)),
+    ),
+    # ----- English: ahead -----
+    _rule(r"\bday after tomorrow\b", lambda m, at: _day(at, 2, _label(m))),
+    _rule(r"\btomorrow\b", lambda m, at: _day(at, 1, _label(m))),
+    _rule(r"\bnext week\b", lambda m, at: _week(at, 1, _label(m))),
+    _rule(r"\bnext month\b", lambda m, at: _month(at.year, at.month + 1, at, _label(m))),
+    _rule(r"\bnext year\b", lambda m, at: _year(at.year + 1, at, _label(m))),
+    _rule(
+        rf"\bnext {_EN_WEEKDAY}\b",
+        lambda m, at: _weekday_forward(at, _WEEKDAYS_EN[m[1].lower()], _label(m)),
+    ),
+    # Not "in two weeks": in a turn it is as often a duration ("read it in two days").
+    _rule(
+        rf"\b{_EN_COUNT} (days?|weeks?|months?|years?) from now\b",
+        lambda m, at: _shift_unit(at, -(_en_number(m[1]) or 1), m[2].lower(), _label(m)),
+    ),
+    _rule(
         r"\blast (monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
         lambda m, at: _weekday_back(at, _WEEKDAYS_EN[m[1].lower()], True, _label(m)),
     ),
@@ -323,15 +503,20 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # A bare year, not part of an identifier or version ("SF2023", "v2023.1", "2023-05").
     _rule(
-        r"(?<![\w.\-/])((?:19|20)\d\d)(?![\w.\-/年])", lambda m, at: _year(int(m[1]), at, _label(m))
+        r"(?<![\w.\-/])((?:19|20)\d\d)(?![\w.\-/年])",
+        lambda m, at: _year(int(m[1]), at, _label(m)),
+        explicit=True,
     ),
     # ----- Chinese: explicit dates -----
     _rule(
         r"((?:19|20)\d\d)年(\d{1,2})月(\d{1,2})[日号]",
         lambda m, at: _date(int(m[1]), int(m[2]), int(m[3]), at, _label(m)),
+        explicit=True,
     ),
     _rule(
-        r"((?:19|20)\d\d)年(\d{1,2})月", lambda m, at: _month(int(m[1]), int(m[2]), at, _label(m))
+        r"((?:19|20)\d\d)年(\d{1,2})月",
+        lambda m, at: _month(int(m[1]), int(m[2]), at, _label(m)),
+        explicit=True,
     ),
     _rule(
         r"(?<!\d)(\d{1,2})月(\d{1,2})[日号]",
@@ -339,7 +524,22 @@ _RULES: tuple[_Rule, ...] = (
             _latest_date_year(at, int(m[1]), int(m[2])), int(m[1]), int(m[2]), at, _label(m)
         ),
     ),
-    _rule(r"((?:19|20)\d\d)年", lambda m, at: _year(int(m[1]), at, _label(m))),
+    _rule(
+        r"(?:((?:19|20)\d\d)年)?(\d{1,2})月(\d{1,2})[日号]?(?:到|至|~|～|-|—)"
+        r"(?:(\d{1,2})月)?(\d{1,2})[日号]",
+        _zh_range,
+    ),
+    _rule(
+        r"(?:((?:19|20)\d\d)年)?(\d{1,2})月(?:的)?第([一二三四1-4])(?:周|个星期|个礼拜)",
+        lambda m, at: _week_of_month(_year_of(m[1], at, int(m[2])), int(m[2]), m[3], at, _label(m)),
+    ),
+    _rule(
+        r"(?:((?:19|20)\d\d)年)?(\d{1,2})月(初|中|底|末)",
+        lambda m, at: _part_of_month(
+            _year_of(m[1], at, int(m[2])), int(m[2]), "末" if m[3] == "底" else m[3], at, _label(m)
+        ),
+    ),
+    _rule(r"((?:19|20)\d\d)年", lambda m, at: _year(int(m[1]), at, _label(m)), explicit=True),
     # ----- Chinese: relative -----
     _rule(r"大前天", lambda m, at: _day(at, -3, _label(m))),
     _rule(r"前天", lambda m, at: _day(at, -2, _label(m))),
@@ -361,6 +561,10 @@ _RULES: tuple[_Rule, ...] = (
         r"(?:这|本)(?:周|星期|个星期|礼拜)([一二三四五六日天])",
         lambda m, at: _day(_week(at, 0, "").start, _WEEKDAYS_ZH[m[1]], _label(m)),
     ),
+    _rule(rf"上{_ZH_WEEK}末", lambda m, at: _weekend(at, -1, _label(m))),
+    # A bare "周末" is habitual as often as not ("我喜欢周末去爬山"): only "这周末" is a date.
+    _rule(rf"(?:这|本)个?{_ZH_WEEK}末", lambda m, at: _weekend(at, 0, _label(m))),
+    _rule(rf"下{_ZH_WEEK}末", lambda m, at: _weekend(at, 1, _label(m))),
     _rule(r"上上(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, -2, _label(m))),
     _rule(r"上(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, -1, _label(m))),
     _rule(r"(?:这|本)(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, 0, _label(m))),
@@ -370,21 +574,141 @@ _RULES: tuple[_Rule, ...] = (
     _rule(r"前年", lambda m, at: _year(at.year - 2, at, _label(m))),
     _rule(r"去年", lambda m, at: _year(at.year - 1, at, _label(m))),
     _rule(r"今年", lambda m, at: _year(at.year, at, _label(m))),
+    # ----- Chinese: ahead -----
+    _rule(r"大后天", lambda m, at: _day(at, 3, _label(m))),
+    _rule(r"(?<!以|之|然|最|落|午)后天", lambda m, at: _day(at, 2, _label(m))),
+    _rule(r"明天|明日|明早|明晚", lambda m, at: _day(at, 1, _label(m))),
+    _rule(
+        rf"({_ZH_NUM})(天|日|周|个星期|个礼拜|星期|个月|年)(?:以|之)?后",
+        lambda m, at: _shift_unit(at, -(parse_chinese_number(m[1]) or 1), m[2], _label(m)),
+    ),
+    _rule(
+        rf"下{_ZH_WEEK}([一二三四五六日天])",
+        lambda m, at: _day(_week(at, 1, "").start, _WEEKDAYS_ZH[m[1]], _label(m)),
+    ),
+    _rule(rf"下下{_ZH_WEEK}", lambda m, at: _week(at, 2, _label(m))),
+    _rule(rf"下{_ZH_WEEK}", lambda m, at: _week(at, 1, _label(m))),
+    _rule(r"下个?月", lambda m, at: _month(at.year, at.month + 1, at, _label(m))),
+    _rule(r"明年", lambda m, at: _year(at.year + 1, at, _label(m))),
+    _rule(r"后年", lambda m, at: _year(at.year + 2, at, _label(m))),
 )
+
+
+@dataclass(frozen=True)
+class TimeReference:
+    """A time phrase found in a text and the window it names, relative to the text's moment."""
+
+    window: TimeWindow
+    start: int  # character span of the phrase
+    end: int
+    # The phrase spells the date out ("8 May 2023"): a reader needs no resolution.
+    explicit: bool
+
+
+# "the Sunday before 25 October 2022", "two weeks before 11 August", "last weekend before 10
+# April": a unit counted back from a date the text spells out, not from the text's own moment.
+_UNIT_BEFORE = re.compile(
+    rf"\b(?:(?:the|last)\s+)?(?:{_EN_COUNT}\s+)?"
+    r"(days?|weeks?|weekends?|months?|years?|monday|tuesday|wednesday|thursday|friday|saturday"
+    r"|sunday)\s+(?:before|prior to)\s+$",
+    re.IGNORECASE,
+)
+
+
+def _before(anchor: datetime, count: int, unit: str, label: str) -> TimeWindow:
+    unit = unit.lower()
+    if unit in _WEEKDAYS_EN:
+        back = (anchor.weekday() - _WEEKDAYS_EN[unit]) % 7 or 7
+        return _day(anchor, -back - 7 * (count - 1), label)
+    if unit.startswith("weekend"):
+        # The weekend before a Sunday is the one of the week before.
+        return _weekend(anchor, -count, label)
+    return _shift_unit(anchor, count, unit, label)
+
+
+def time_references(text: str, at: datetime) -> list[TimeReference]:
+    """Every time phrase in ``text`` resolved against ``at``, left to right, none overlapping.
+
+    Where phrases overlap the leftmost wins, then the longest ("last Friday" over "Friday"), then
+    the earlier rule. A unit "before" a spelled-out date counts back from that date ("the week
+    before 9 June 2023"). Pure: the same text and moment always give the same references (I2).
+    """
+    if at.tzinfo is None:
+        raise NaiveTime("at: a timezone-aware datetime is required")
+    if not _may_name_a_time(text):
+        return []  # most texts name no time: one scan instead of every rule's
+    found: list[tuple[int, int, int, TimeReference]] = []
+    for order, rule in enumerate(_RULES):
+        for match in rule.pattern.finditer(text):
+            window = rule.build(match, at)
+            if window is not None:
+                reference = TimeReference(window, match.start(), match.end(), rule.explicit)
+                found.append((match.start(), -(match.end() - match.start()), order, reference))
+    found.sort(key=lambda item: item[:3])
+    chosen: list[TimeReference] = []
+    for _, _, _, reference in found:
+        if chosen and reference.start < chosen[-1].end:
+            continue
+        chosen.append(reference)
+    return _anchored(text, chosen)
+
+
+# Every rule's phrase contains one of these (a digit, a Chinese time character, a time noun, a
+# month or weekday name), so a text without any names no time. A set lookup per word: one big
+# case-insensitive alternation would cost more than the rules it saves.
+_TRIGGER_CHARS = re.compile(r"[\d天日周星期礼拜月年昨今明]")
+_TRIGGER_WORDS = frozenset(
+    {
+        "yesterday",
+        "today",
+        "tonight",
+        "tomorrow",
+        "ago",
+        "night",
+        "morning",
+        "afternoon",
+        "evening",
+        *(
+            f"{unit}{plural}"
+            for unit in ("day", "week", "weekend", "month", "year")
+            for plural in ("", "s")
+        ),
+        *_MONTHS,
+        *_WEEKDAYS_EN,
+    }
+)
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def _may_name_a_time(text: str) -> bool:
+    if _TRIGGER_CHARS.search(text):
+        return True
+    return not _TRIGGER_WORDS.isdisjoint(word.lower() for word in _WORD.findall(text))
+
+
+def _anchored(text: str, references: list[TimeReference]) -> list[TimeReference]:
+    """Fold "<unit> before <spelled-out date>" into one reference counted back from the date."""
+    result: list[TimeReference] = []
+    for reference in references:
+        if reference.explicit:
+            # The unit may be a relative phrase already found ("last weekend"), never an
+            # earlier spelled-out date.
+            floor = max((r.end for r in result if r.explicit), default=0)
+            match = _UNIT_BEFORE.search(text, floor, reference.start)
+            if match is not None:
+                # A relative phrase the unit belonged to ("last weekend") is replaced.
+                while result and result[-1].end > match.start():
+                    result.pop()
+                anchor = reference.window.start
+                count = _en_number(match[1]) if match[1] else 1
+                window = _before(anchor, count or 1, match[2], text[match.start() : reference.end])
+                result.append(TimeReference(window, match.start(), reference.end, False))
+                continue
+        result.append(reference)
+    return result
 
 
 def parse_time_window(query: str, at: datetime) -> TimeWindow | None:
     """The window the query names, relative to ``at``; the leftmost (then longest) phrase wins."""
-    if at.tzinfo is None:
-        raise NaiveTime("at: a timezone-aware datetime is required")
-    best: tuple[int, int, TimeWindow] | None = None
-    for rule in _RULES:
-        for match in rule.pattern.finditer(query):
-            window = rule.build(match, at)
-            if window is None:
-                continue
-            key = (match.start(), -(match.end() - match.start()))
-            if best is None or key < (best[0], best[1]):
-                best = (key[0], key[1], window)
-            break  # first match of each rule is enough: later ones are further right
-    return best[2] if best else None
+    references = time_references(query, at)
+    return references[0].window if references else None

@@ -33,6 +33,8 @@ class RecalledMemory(BaseModel):
     score: float
     relevance: float
     freshness: float
+    # The paths' weighted reciprocal-rank fusion (what ranked the candidates before scoring).
+    fused: float = 0.0
     explanation: dict[str, PathEvidence] = Field(default_factory=dict)
     provenance: list[SourceTurn] = Field(default_factory=list)
     superseded_by: str | None = None

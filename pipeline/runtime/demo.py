@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from datetime import datetime
 from importlib import resources
 from typing import Any
 
 import orjson
+from tqdm import tqdm
 
 from pipeline.interfaces.client import Hindsight
 from pipeline.runtime.settings import Settings
@@ -53,14 +55,18 @@ def _format_record(record: MemoryRecord) -> str:
 async def run_demo(settings: Settings) -> int:
     turns = load_sample()
     print(f"Hindsight demo — data under {settings.data_dir.resolve()} (delete it to start over)")
+    print("starting Kafka, the pipeline stages and the recall view…", flush=True)
     started = time.perf_counter()
     async with running_stack(settings) as live, Hindsight.connect(live) as client:
         elapsed = time.perf_counter() - started
         print(f"stack up in {elapsed:.1f}s: Kafka {live.bootstrap}, Milvus Lite {live.milvus_path}")
         receipts = await client.retain_many(turns)
         print(f"published {len(receipts)} turns to {receipts[-1].topic}; waiting for the views…")
-        for receipt in receipts:
-            await client.wait_applied(receipt, timeout=120)
+        # The one long step of the demo gets the one progress bar.
+        with tqdm(total=len(receipts), unit="turn", desc="applied", file=sys.stdout) as bar:
+            for receipt in receipts:
+                await client.wait_applied(receipt, timeout=120)
+                bar.update()
         records = sorted(client.records(DEMO_NAMESPACE), key=lambda r: (r.created_at, r.id))
         print(f"\n{len(records)} memories from {len(turns)} turns (chit-chat filtered):")
         print(f"{'region':<10} {'kind':<10} {'imp':>4} {'status':<10} provenance / content")
@@ -73,5 +79,5 @@ async def run_demo(settings: Settings) -> int:
             print(f"? {query}")
             for line in (result.context or "(nothing)").splitlines():
                 print(f"    {line}")
-    print("\nstack stopped cleanly.")
+    print("\nstack stopped cleanly. Next: `hindsight up`, then open the dashboard it prints (/ui).")
     return 0

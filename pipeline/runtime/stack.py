@@ -80,6 +80,7 @@ class WorkerProcess:
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "TOKENIZERS_PARALLELISM": "false",
+            **self.settings.kafka.env(),  # the same credentials for the stage process
         }
         with self.log_path.open("ab") as log_file:
             self.process = subprocess.Popen(
@@ -121,10 +122,14 @@ async def wait_worker_ready(
     """Ready means applied: publish a tick and wait until the views report its offset."""
     names = topic_names(settings.topic_prefix)
     follower = StateFollower(
-        settings.bootstrap or "", names["memory_state"], lambda _r: None, lambda _k: None
+        settings.bootstrap or "",
+        names["memory_state"],
+        lambda _r: None,
+        lambda _k: None,
+        security=settings.kafka,
     )
     await follower.start()
-    producer = make_producer(settings.bootstrap or "", "hindsight-stack-probe")
+    producer = make_producer(settings.bootstrap or "", "hindsight-stack-probe", settings.kafka)
     await producer.start()
     try:
         from datetime import UTC, datetime

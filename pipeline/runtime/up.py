@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,15 +28,26 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from pipeline.crypto.envelope import open_input_event
+from pipeline.interfaces.auth import (
+    NO_AUTH_WARNING,
+    Authenticator,
+    NoAuth,
+    RingAuth,
+    check_exposure,
+    mcp_http_caller,
+)
 from pipeline.interfaces.client import Hindsight
 from pipeline.interfaces.http import create_api
 from pipeline.interfaces.serving import serving
 from pipeline.models.encoders import load_encoder
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stack import running_stack
+from pipeline.security.management import ensure_admin_key, write_private
+from pipeline.security.ring import following_keys
 from pipeline.views.state_topic import partition_ids
-from schemas.codec import decode_event
-from schemas.errors import HindsightError, InvalidEvent
+from schemas.errors import DataKeyDestroyed, HindsightError, InvalidEvent, UnknownDataKey
 from schemas.events import TurnRecorded
 from topics.catalogue import topic_names
 
@@ -95,11 +107,14 @@ class Ticker:
         settings = self._client.settings
         topic = topic_names(settings.topic_prefix)["events"]
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.bootstrap, group_id=None, enable_auto_commit=False
+            **client_kwargs(settings.kafka),
+            bootstrap_servers=settings.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
         )
         await consumer.start()
         try:
-            ids = await partition_ids(settings.bootstrap or "", topic)
+            ids = await partition_ids(settings.bootstrap or "", topic, settings.kafka)
             partitions = [TopicPartition(topic, p) for p in ids]
             consumer.assign(partitions)
             # Turns from before `up` started were ticked (or not) by the previous run.
@@ -116,13 +131,13 @@ class Ticker:
                     next_tick = loop.time() + self._interval
                     await self._tick(datetime.now(UTC))
         finally:
-            await consumer.stop()
+            await stop_consumer(consumer)
 
     def _observe(self, value: bytes | None) -> None:
         try:
-            event = decode_event(value)
-        except InvalidEvent:
-            return  # the worker dead-letters it; nothing to tick for
+            event = open_input_event(value, self._client.keys)
+        except (InvalidEvent, UnknownDataKey, DataKeyDestroyed):
+            return  # the worker dead-letters or shreds it; nothing to tick for
         if isinstance(event, TurnRecorded):
             self.schedule.observe(event.namespace, event.event_time)
 
@@ -143,10 +158,8 @@ async def _cancel(task: asyncio.Task[None]) -> None:
 
 
 def write_stack_file(path: Path, payload: dict[str, Any]) -> None:
-    # Write then rename, so a CLI command never reads half a file.
-    temporary = path.with_suffix(".tmp")
-    temporary.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
-    temporary.replace(path)
+    # Owner-only (it holds the local admin key), written then renamed: never read half-written.
+    write_private(path, orjson.dumps(payload, option=orjson.OPT_INDENT_2))
 
 
 async def run_up(
@@ -162,30 +175,50 @@ async def run_up(
         loop.add_signal_handler(sig, stop.set)
     interval = tick_seconds or tick_seconds_from_env()
     stack_file: Path | None = None
+    # Before anything starts: never serve a non-loopback address without keys.
+    check_exposure(settings.api_host, settings.auth)
     try:
         async with contextlib.AsyncExitStack() as stack:
+            print("starting Kafka, the pipeline stages and the API…", flush=True)
             live = await stack.enter_async_context(running_stack(settings))
             stack_file = Path(live.data_dir) / STACK_FILE
-            encoder = await loop.run_in_executor(None, load_encoder, live.encoder)
-            client = await stack.enter_async_context(Hindsight.connect(live, encoder=encoder))
             info: dict[str, Any] = {
                 "bootstrap": live.bootstrap,
                 "topic_prefix": live.topic_prefix,
                 "partitions": live.partitions,
                 "data_dir": str(live.data_dir),
                 "pid": os.getpid(),
+                "auth": live.auth,
             }
+            auth: Authenticator
+            if live.auth:
+                keys = await stack.enter_async_context(following_keys(live))
+                auth = RingAuth(keys.ring)
+                info["api_key"] = await ensure_admin_key(live, keys)
+            else:
+                auth = NoAuth()
+                print(NO_AUTH_WARNING.format(where=live.api_host), file=sys.stderr, flush=True)
+            encoder = await loop.run_in_executor(
+                None, load_encoder, live.encoder, live.encoder_threads
+            )
+            client = await stack.enter_async_context(Hindsight.connect(live, encoder=encoder))
             if api:
                 api_server = await stack.enter_async_context(
-                    serving(create_api(live, client=client), live.api_host, live.api_port)
+                    serving(
+                        create_api(live, client=client, auth=auth), live.api_host, live.api_port
+                    )
                 )
                 info["api"] = api_server.url
+                info["dashboard"] = f"{api_server.url}/ui"
             if mcp_http:
                 from pipeline.interfaces.mcp import MCP_PATH, create_mcp_server
 
-                mcp_app = create_mcp_server(lambda: client).streamable_http_app(
-                    streamable_http_path=MCP_PATH, host=live.api_host
-                )
+                mcp_app = create_mcp_server(
+                    lambda: client,
+                    caller=mcp_http_caller(auth),
+                    verifier=auth if live.auth else None,
+                    url=f"http://{live.api_host}",
+                ).streamable_http_app(streamable_http_path=MCP_PATH, host=live.api_host)
                 # Next to the API's port, or any free port when the API's is chosen freely.
                 mcp_port = live.api_port + 1 if live.api_port else 0
                 mcp_server = await stack.enter_async_context(
@@ -201,9 +234,14 @@ async def run_up(
             print(f"  Milvus     {live.milvus_path}")
             if "api" in info:
                 print(f"  HTTP API   {info['api']}  (docs {info['api']}/docs)")
+                print(f"  dashboard  {info['dashboard']}   metrics {info['api']}/metrics")
             if "mcp" in info:
                 print(f"  MCP        {info['mcp']}  (streamable HTTP)")
             print(f"  ticks      every {interval:g}s for namespaces with new turns")
+            if live.auth:
+                print("  auth       API keys required; local admin key in the stack file")
+            else:
+                print("  auth       OFF (--no-auth, loopback only)")
             print(f"  stack file {stack_file}  — stop with Ctrl-C", flush=True)
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait({stopped, ticker_task}, return_when=asyncio.FIRST_COMPLETED)

@@ -46,6 +46,7 @@ from schemas.memory import MemoryRecord
 
 DEFAULT_COLLECTION = "hindsight_memories"
 WATERMARK_SUFFIX = "_watermarks"
+PURGE_SUFFIX = "__purge"  # a Lite collection being rebuilt without its deleted rows
 OPEN_VALID_TO = -1  # valid_to sentinel for "still valid" (INT64 columns cannot be null everywhere)
 
 ID_MAX_BYTES = 64
@@ -152,6 +153,7 @@ class MilvusView:
         """Create both collections if missing (idempotent) and load them for search."""
         client = self._require()
         with self._calling("ensure", self.collection):
+            self._finish_purge(client)
             if client.has_collection(self.collection):
                 self._check_dimension(client)
             else:
@@ -215,17 +217,63 @@ class MilvusView:
                 client.upsert(self.collection, data=chunk)
 
     def delete(self, ids: Iterable[str]) -> None:
-        """Hard erase by id: the rows stop being readable at once.
+        """Hard erase by id: the rows stop being readable through Milvus at once.
 
-        Milvus deletes are tombstones; the bytes leave the segment files when Milvus compacts
-        (Lite: automatically after :meth:`flush`; standalone: its compaction policy, or
-        ``compact()``), so an erase should be followed by :meth:`flush`.
+        Milvus deletes are tombstones: the bytes stay in the segment files until they are
+        rewritten, so a hard erase is followed by :meth:`purge`.
         """
         unique = list(dict.fromkeys(ids))
         client = self._require()
         for chunk in _chunks(unique, READ_BATCH):
             with self._calling("delete", self.collection, f"{len(chunk)} ids"):
                 client.delete(self.collection, ids=chunk)
+
+    def purge(self) -> None:
+        """Take deleted rows out of the files too (a hard erase leaves nothing readable, I8).
+
+        Measured on Milvus Lite 3.2.2: after a delete and a flush the row is still in its
+        parquet segment and in the vector index file — the delete only adds a tombstone file,
+        ``compact()`` is accepted but does nothing, and Lite merges files only once four of a
+        size pile up. So on a Lite file the live rows are copied into a fresh collection, the old
+        one is dropped (its directory deleted) and the copy renamed into place: O(rows) — measured
+        3 s for 1k rows and 18 s for 10k (preliminary, on a busy machine) — once per sink
+        batch that erased something. A crash midway is finished by :meth:`ensure`. On a
+        Milvus server ``compact()`` asks the server to rewrite the segments; it deletes the old
+        objects after its own garbage-collection delay (docs/ERASURE.md).
+        """
+        client = self._require()
+        if self._lite_path is None:
+            with self._calling("compact", self.collection):
+                client.compact(self.collection)
+            return
+        staging = self.collection + PURGE_SUFFIX
+        with self._calling("purge", self.collection):
+            if client.has_collection(staging):
+                client.drop_collection(staging)
+            self._create(client, staging, self._memory_schema(client))
+            client.create_index(staging, self._memory_indexes(client), sync=False)
+            page: list[dict[str, Any]] = []
+            for row in self._iterate("", ["*"]):
+                page.append(row)  # every column as stored: copied, not re-derived
+                if len(page) >= WRITE_BATCH:
+                    client.insert(staging, data=page)
+                    page = []
+            if page:
+                client.insert(staging, data=page)
+            client.flush(staging)
+            client.drop_collection(self.collection)
+            self._finish_purge(client)
+
+    def _finish_purge(self, client: MilvusClient) -> None:
+        """A complete copy whose original was dropped takes its name; a partial one is dropped."""
+        staging = self.collection + PURGE_SUFFIX
+        if not client.has_collection(staging):
+            return
+        if client.has_collection(self.collection):
+            client.drop_collection(staging)  # the copy never finished: the original still holds
+        else:
+            client.rename_collection(staging, self.collection)
+            client.load_collection(self.collection)
 
     def set_watermarks(self, offsets: dict[str, int]) -> None:
         """Record applied input offsets (``watermark_key(topic, partition) -> offset``).

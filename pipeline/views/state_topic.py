@@ -9,7 +9,12 @@ One partition per input partition, written only inside ``consolidate``'s transac
 ``__bank__:<namespace>``
     the namespace's ``BankCounters`` (its consolidation schedule);
 ``__watermark__:<input topic>:<partition>``
-    the ``Watermark``: the last input offset applied, written after the records it covers (I5).
+    the ``Watermark``: the last input offset applied, written after the records it covers (I5);
+``__erasure__:<namespace>:<erase event id>``
+    an ``ErasureRecorded``: what an erase took (plain, kept: the erasure stays an event).
+
+Records are sealed with their memory's data key (docs/ERASURE.md); readers open them with a key
+store. A record whose key was destroyed reads as ``Shredded`` (it was erased: treat it as gone).
 """
 
 from __future__ import annotations
@@ -18,16 +23,31 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.partitioner import DefaultPartitioner
 
-from schemas.errors import HindsightError, WatermarkTimeout
+from pipeline.crypto.envelope import KeyLookup, open_envelope, sealed_envelope
+from pipeline.runtime.kafka import client_kwargs, stop_consumer
+from pipeline.runtime.settings import KafkaSecurity
+from schemas.data_keys import ERASURE_PREFIX, ErasureRecorded
+from schemas.errors import (
+    DataKeyDestroyed,
+    HindsightError,
+    InvalidEvent,
+    UnknownDataKey,
+    WatermarkTimeout,
+)
 from schemas.memory import BankCounters, MemoryRecord, Watermark
+
+if TYPE_CHECKING:
+    from pipeline.crypto.keystore import TopicKeyStore
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +70,11 @@ def bank_key(namespace: str) -> bytes:
     return f"{BANK_PREFIX}{namespace}".encode()
 
 
-async def partition_ids(bootstrap: str, topic: str) -> list[int]:
+async def partition_ids(
+    bootstrap: str, topic: str, security: KafkaSecurity | None = None
+) -> list[int]:
     """The topic's partitions, or [] when it does not exist (from a metadata request)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_kwargs(security))
     await admin.start()
     try:
         described = await admin.describe_topics([topic])
@@ -64,9 +86,12 @@ async def partition_ids(bootstrap: str, topic: str) -> list[int]:
     return []
 
 
-def make_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
+def make_producer(
+    bootstrap: str, client_id: str, security: KafkaSecurity | None = None
+) -> AIOKafkaProducer:
     # acks=all + idempotence: a crash loses no write and duplicates none (I8).
     return AIOKafkaProducer(
+        **client_kwargs(security),
         bootstrap_servers=bootstrap,
         client_id=client_id,
         acks="all",
@@ -77,13 +102,16 @@ def make_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
     )
 
 
-def make_transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:
+def make_transactional_producer(
+    bootstrap: str, transactional_id: str, security: KafkaSecurity | None = None
+) -> AIOKafkaProducer:
     """A producer whose writes become visible all at once, with the consumed offsets (I4).
 
     Starting it fences any older producer with the same id: a zombie owner of the partition
     can no longer commit.
     """
     return AIOKafkaProducer(
+        **client_kwargs(security),
         bootstrap_servers=bootstrap,
         client_id=transactional_id,
         transactional_id=transactional_id,
@@ -95,7 +123,9 @@ def make_transactional_producer(bootstrap: str, transactional_id: str) -> AIOKaf
 
 
 def committed_consumer(**kwargs: object) -> AIOKafkaConsumer:
-    """A consumer that only sees committed transactions (no group unless given)."""
+    """A consumer that only sees committed transactions (no group unless given).
+
+    Pass ``**client_kwargs(settings.kafka)`` among ``kwargs`` on a secured cluster."""
     return AIOKafkaConsumer(
         isolation_level="read_committed",
         enable_auto_commit=False,
@@ -128,10 +158,36 @@ class WatermarkEntry:
     watermark: Watermark
 
 
-StateEntry = RecordEntry | Tombstone | CountersEntry | WatermarkEntry
+@dataclass(frozen=True)
+class ErasureEntry:
+    erasure: ErasureRecorded
 
 
-def parse_state_message(key: bytes | None, value: bytes | None) -> StateEntry:
+@dataclass(frozen=True)
+class Shredded:
+    """A record sealed with a destroyed key: it was erased (its tombstone follows or went)."""
+
+    memory_id: str
+    key_id: str
+
+
+@dataclass(frozen=True)
+class Unopened:
+    """A sealed record this reader cannot open: no key store, or a key it has never seen."""
+
+    memory_id: str
+    key_id: str
+    reason: str
+
+
+StateEntry = (
+    RecordEntry | Tombstone | CountersEntry | WatermarkEntry | ErasureEntry | Shredded | Unopened
+)
+
+
+def parse_state_message(
+    key: bytes | None, value: bytes | None, keys: KeyLookup | None = None
+) -> StateEntry:
     text = (key or b"").decode("utf-8", "replace")
     if text.startswith(WATERMARK_PREFIX):
         if value is None:
@@ -141,9 +197,22 @@ def parse_state_message(key: bytes | None, value: bytes | None) -> StateEntry:
         namespace = text[len(BANK_PREFIX) :]
         counters = None if value is None else BankCounters.model_validate(orjson.loads(value))
         return CountersEntry(counters, namespace)
+    if text.startswith(ERASURE_PREFIX):
+        if value is None:
+            raise ValueError(f"state key {text!r}: an erasure record cannot be a tombstone")
+        return ErasureEntry(ErasureRecorded.model_validate(orjson.loads(value)))
     if value is None:
         return Tombstone(text)
-    return RecordEntry(MemoryRecord.model_validate(orjson.loads(value)))
+    envelope = sealed_envelope(value)
+    if envelope is None:
+        return RecordEntry(MemoryRecord.model_validate(orjson.loads(value)))
+    try:
+        content = open_envelope(envelope, keys, "memory_state")
+    except DataKeyDestroyed:
+        return Shredded(text, envelope.key_id)
+    except (UnknownDataKey, InvalidEvent) as error:
+        return Unopened(text, envelope.key_id, str(error))
+    return RecordEntry(MemoryRecord.model_validate(orjson.loads(content)))
 
 
 @dataclass
@@ -153,18 +222,27 @@ class PartitionState:
     records: dict[str, MemoryRecord] = field(default_factory=dict)
     counters: dict[str, BankCounters] = field(default_factory=dict)
     watermark: Watermark | None = None
+    erasures: list[ErasureRecorded] = field(default_factory=list)
+    unopened: list[str] = field(default_factory=list)  # records this reader could not open
     end_offset: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
 
     def fold(self, entry: StateEntry) -> None:
         if isinstance(entry, RecordEntry):
             self.records[entry.record.id] = entry.record
-        elif isinstance(entry, Tombstone):
+        elif isinstance(entry, Tombstone | Shredded):
             self.records.pop(entry.memory_id, None)
+            self.counts["shredded"] += isinstance(entry, Shredded)
+        elif isinstance(entry, Unopened):
+            self.records.pop(entry.memory_id, None)
+            self.unopened.append(f"{entry.memory_id}: {entry.reason}")
         elif isinstance(entry, CountersEntry):
             if entry.counters is None:
                 self.counters.pop(entry.namespace, None)
             else:
                 self.counters[entry.namespace] = entry.counters
+        elif isinstance(entry, ErasureEntry):
+            self.erasures.append(entry.erasure)
         else:
             self.watermark = entry.watermark
 
@@ -174,17 +252,23 @@ async def read_until_end(
     partitions: list[TopicPartition],
     on_message: Callable[[TopicPartition, bytes | None, bytes | None], None],
     timeout_s: float,
+    keys: TopicKeyStore | None = None,
+    key_wait_s: float = 15.0,
 ) -> dict[TopicPartition, int]:
     """Read the assigned ``partitions`` from where they are to their current end; bounded.
 
     The end is taken first; with ``read_committed`` the position passes transaction markers, so
     "position reached the end offset" is a sound completion test (no high-watermark guessing).
+    With ``keys``, each fetched batch first waits for the data keys of its sealed values.
     """
     ends = await consumer.end_offsets(partitions)
     pending = {tp for tp in partitions if await consumer.position(tp) < ends[tp]}
     deadline = time.monotonic() + timeout_s
     while pending:
         fetched = await consumer.getmany(*pending, timeout_ms=200, max_records=5000)
+        if keys is not None and fetched:
+            values = [m.value for messages in fetched.values() for m in messages]
+            await keys.wait_for_values(values, key_wait_s)
         for tp, messages in fetched.items():
             for message in messages:
                 on_message(tp, message.key, message.value)
@@ -198,24 +282,34 @@ async def read_until_end(
 
 
 async def read_state_partition(
-    bootstrap: str, topic: str, partition: int, timeout_s: float = 120.0
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    timeout_s: float = 120.0,
+    security: KafkaSecurity | None = None,
+    *,
+    keys: TopicKeyStore | None = None,
+    key_wait_s: float = 15.0,
 ) -> PartitionState:
     """Restore read: fold one state-topic partition from its beginning (committed data only)."""
     state = PartitionState()
-    consumer = committed_consumer(bootstrap_servers=bootstrap, group_id=None)
+    consumer = committed_consumer(
+        **client_kwargs(security), bootstrap_servers=bootstrap, group_id=None
+    )
     await consumer.start()
+    ring = None if keys is None else keys.ring
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
 
         def fold(_: TopicPartition, key: bytes | None, value: bytes | None) -> None:
-            state.fold(parse_state_message(key, value))
+            state.fold(parse_state_message(key, value, ring))
 
-        ends = await read_until_end(consumer, [tp], fold, timeout_s)
+        ends = await read_until_end(consumer, [tp], fold, timeout_s, keys, key_wait_s)
         state.end_offset = ends[tp]
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
     return state
 
 
@@ -241,12 +335,20 @@ class StateFollower:
         on_record: RecordSink,
         on_remove: RemoveSink,
         on_watermark: Callable[[Watermark], object] | None = None,
+        security: KafkaSecurity | None = None,
+        keys: TopicKeyStore | None = None,
+        key_wait_s: float = 15.0,
     ) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._topic = state_topic
         self._on_record = on_record
         self._on_remove = on_remove
         self._on_watermark = on_watermark
+        self._keys = keys
+        self._key_wait_s = key_wait_s
+        self.counts: Counter[str] = Counter()
+        self._warned: set[str] = set()
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
         self._watermarks: dict[tuple[str, int], int] = {}
@@ -263,27 +365,37 @@ class StateFollower:
         return self._task is not None and not self._task.done()
 
     async def start(self, catch_up_timeout: float = 120.0) -> None:
-        partitions = await partition_ids(self._bootstrap, self._topic)
+        partitions = await partition_ids(self._bootstrap, self._topic, self._security)
         if not partitions:
             raise WatermarkTimeout(f"state topic {self._topic} does not exist; create topics first")
-        consumer = committed_consumer(bootstrap_servers=self._bootstrap, group_id=None)
+        consumer = committed_consumer(
+            **client_kwargs(self._security), bootstrap_servers=self._bootstrap, group_id=None
+        )
         await consumer.start()
         assignment = [TopicPartition(self._topic, p) for p in sorted(partitions)]
         consumer.assign(assignment)
         await consumer.seek_to_beginning(*assignment)
         self._consumer = consumer
         # Catch up before serving, so the first recall sees what the log already holds.
-        await read_until_end(consumer, assignment, self._absorb_one, catch_up_timeout)
+        await read_until_end(
+            consumer, assignment, self._absorb_one, catch_up_timeout, self._keys, self._key_wait_s
+        )
         await self._publish_marks()
         self._task = asyncio.create_task(self._run(), name="state-follower")
 
     def _absorb_one(self, _: TopicPartition, key: bytes | None, value: bytes | None) -> None:
-        entry = parse_state_message(key, value)
+        entry = parse_state_message(key, value, None if self._keys is None else self._keys.ring)
         if isinstance(entry, RecordEntry):
             self._on_record(entry.record)
             self.records_applied += 1
-        elif isinstance(entry, Tombstone):
+        elif isinstance(entry, Tombstone | Shredded):
             self._on_remove(entry.memory_id)
+            self.counts["shredded"] += isinstance(entry, Shredded)
+        elif isinstance(entry, Unopened):
+            self.counts["unopened"] += 1
+            if self._keys is not None and entry.key_id not in self._warned:
+                self._warned.add(entry.key_id)
+                log.error("state record %s not readable: %s", entry.memory_id, entry.reason)
         elif isinstance(entry, WatermarkEntry):
             mark = entry.watermark
             key2 = (mark.topic, mark.partition)
@@ -300,6 +412,9 @@ class StateFollower:
         try:
             while True:
                 batches = await self._consumer.getmany(timeout_ms=200, max_records=5000)
+                if self._keys is not None and batches:
+                    values = [m.value for messages in batches.values() for m in messages]
+                    await self._keys.wait_for_values(values, self._key_wait_s)
                 for tp, messages in batches.items():
                     for message in messages:
                         self._absorb_one(tp, message.key, message.value)
@@ -348,4 +463,4 @@ class StateFollower:
             with contextlib.suppress(BaseException):
                 await self._task
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_consumer(self._consumer)

@@ -14,13 +14,16 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-async def http(stack_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def http(stack_settings: Settings, admin_key: str) -> AsyncIterator[httpx.AsyncClient]:
     app = create_api(stack_settings)
     # ASGITransport does not run lifespans; enter it here so the app connects its client.
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://hindsight.test", timeout=60
+            transport=transport,
+            base_url="http://hindsight.test",
+            timeout=60,
+            headers={"Authorization": f"Bearer {admin_key}"},
         ) as client:
             yield client
 
@@ -126,13 +129,17 @@ async def test_unknown_memory_is_404(http: httpx.AsyncClient, namespace: str) ->
     assert body["field"] == "memory_id" and "nope123" in body["error"]
 
 
-async def test_read_your_writes_timeout_is_504(http: httpx.AsyncClient, namespace: str) -> None:
+async def test_waiting_for_an_offset_the_log_does_not_hold_is_a_422(
+    http: httpx.AsyncClient, namespace: str
+) -> None:
+    """Not a server timeout: the caller named an offset past the end of the input partition."""
     response = await http.post(
         f"/v1/namespaces/{namespace}/recall",
-        json={"query": "anything", "wait_for_offset": 10**12, "wait_timeout": 0.5},
+        json={"query": "anything", "wait_for_offset": 10**12, "wait_timeout": 30},
     )
-    assert response.status_code == 504
-    assert "offset" in response.json()["error"]
+    assert response.status_code == 422
+    assert response.json()["field"] == "wait_for_offset"
+    assert "past the end" in response.json()["error"]
 
 
 async def test_openapi_and_health(http: httpx.AsyncClient) -> None:

@@ -11,8 +11,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from pipeline.runtime.settings import Settings
 
@@ -88,12 +91,32 @@ async def _store_retrieve_forget(client: Client, namespace: str) -> None:
     assert bad.is_error and "memory_id" in str(bad.content)
 
 
-async def test_mcp_over_stdio(stack_settings: Settings, namespace: str) -> None:
+async def test_mcp_over_stdio(stack_settings: Settings, namespace: str, make_key: Any) -> None:
+    # stdio runs with the key it is started with; its scopes decide every tool call.
+    key = make_key(f"{namespace}:retain,recall,forget")
     params = StdioServerParameters(
-        command=sys.executable, args=_mcp_args(stack_settings), env=CHILD_ENV, cwd=ROOT
+        command=sys.executable,
+        args=_mcp_args(stack_settings, "--api-key", key),
+        env=CHILD_ENV,
+        cwd=ROOT,
     )
     async with Client(params, read_timeout_seconds=120) as client:
         await _store_retrieve_forget(client, namespace)
+        other = f"{namespace}-other"
+        refused = await client.call_tool(
+            "recall_memories", {"namespace": other, "query": "x"}, read_timeout_seconds=60
+        )
+        assert refused.is_error and "not allowed to recall" in str(refused.content)
+        assert other not in str(refused.content)
+
+
+def test_stdio_mcp_refuses_to_start_without_a_key(stack_settings: Settings) -> None:
+    result = subprocess.run(
+        [sys.executable, *_mcp_args(stack_settings)],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, **CHILD_ENV},
+        stdin=subprocess.DEVNULL, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2 and "api_key" in result.stderr
 
 
 @contextlib.asynccontextmanager
@@ -126,6 +149,35 @@ async def _http_server(settings: Settings) -> AsyncIterator[str]:
         assert process.wait(30) == 0
 
 
-async def test_mcp_over_streamable_http(stack_settings: Settings, namespace: str) -> None:
-    async with _http_server(stack_settings) as url, Client(url, read_timeout_seconds=120) as client:
-        await _store_retrieve_forget(client, namespace)
+def _with_bearer(url: str, key: str | None) -> Any:
+    headers = {"Authorization": f"Bearer {key}"} if key else None
+    return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+
+
+async def test_mcp_over_streamable_http(
+    stack_settings: Settings, namespace: str, make_key: Any
+) -> None:
+    async with _http_server(stack_settings) as url:
+        # Without a bearer (or with a bad one) the SDK's auth hook answers 401 + a challenge.
+        for key in (None, "hs_000000000000_" + "a" * 43):
+            with pytest.raises(BaseException):  # noqa: B017 - the SDK wraps it in a group
+                async with Client(_with_bearer(url, key), read_timeout_seconds=30) as client:
+                    await client.list_tools()
+        async with httpx2.AsyncClient() as raw:
+            response = await raw.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            assert response.status_code == 401
+            assert response.headers["www-authenticate"].startswith("Bearer")
+
+        key = make_key(f"{namespace}:retain,recall,forget")
+        async with Client(_with_bearer(url, key), read_timeout_seconds=120) as client:
+            await _store_retrieve_forget(client, namespace)
+            refused = await client.call_tool(
+                "memory_stats", {"namespace": "someone-else"}, read_timeout_seconds=60
+            )
+            assert refused.is_error and "someone-else" not in str(refused.content)
+            erase = await client.call_tool(
+                "forget_memories",
+                {"namespace": namespace, "whole_namespace": True, "hard": True},
+                read_timeout_seconds=60,
+            )
+            assert erase.is_error and "not allowed to erase" in str(erase.content)

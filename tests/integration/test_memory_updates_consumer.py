@@ -27,6 +27,8 @@ async def _run_example(settings: Settings, *args: str) -> list[str]:
         settings.bootstrap or "",
         "--topic-prefix",
         settings.topic_prefix,
+        "--data-dir",  # its master key opens the sealed entries
+        str(settings.data_dir),
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

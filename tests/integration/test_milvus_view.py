@@ -218,6 +218,24 @@ class MilvusViewContract:
         assert view.count("ns") == 1
         assert "m-1" not in {i for i, _ in view.dense_search("ns", vector, k=10)}
 
+    def test_purge_keeps_every_live_row_exactly(
+        self, view: MilvusView, rng: np.random.Generator
+    ) -> None:
+        kept = [rich_record(rng), make_record("m-2", "ns", unit(rng))]
+        view.upsert([*kept, make_record("m-1", "ns", unit(rng))])
+        view.set_watermarks({"t:0": 5})
+        view.flush()
+        view.delete(["m-1"])
+        view.flush()
+        view.purge()
+
+        assert view.count() == 2 and view.get(["m-1"]) == []
+        for record in kept:
+            [back] = view.get([record.id])
+            assert_same(back, record)
+        assert view.watermarks() == {"t:0": 5}
+        assert [i for i, _ in view.dense_search("ns", kept[1].vector, k=1)] == ["m-2"]
+
     def test_watermarks_persist_and_only_move_forward(self, make_view: ViewFactory) -> None:
         turns0 = watermark_key("hindsight.turns.v1", 0)
         turns1 = watermark_key("hindsight.turns.v1", 1)
@@ -324,6 +342,53 @@ class TestMilvusLiteView(MilvusViewContract):
             view.ensure()
             assert view.count() == 0
             assert view.watermarks() == {}
+
+    def test_a_purge_takes_deleted_rows_out_of_the_files(self, tmp_path: Path) -> None:
+        """Lite keeps a deleted row in its segment and index files after a flush; purge does not."""
+        marker = f"zq-{uuid.uuid4().hex}"
+        vector = [1.0, 0.5, 0.25] + [0.0] * (DIM - 3)
+        pattern = np.asarray(vector, dtype="<f4").tobytes()
+
+        def files_hold(needle: bytes) -> bool:
+            return any(needle in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+
+        with MilvusView(str(tmp_path / "v.db"), dimension=DIM) as view:
+            view.ensure()
+            view.upsert(
+                [
+                    make_record("m-1", "ns", vector, content=marker),
+                    make_record("m-2", "ns", [0.0] * (DIM - 1) + [1.0]),
+                ]
+            )
+            view.flush()
+            view.delete(["m-1"])
+            view.flush()
+            assert files_hold(marker.encode()) and files_hold(pattern), "a flush is not enough"
+            view.purge()
+            assert not files_hold(marker.encode()) and not files_hold(pattern)
+            assert [r.id for r in view.load_namespace("ns")] == ["m-2"]
+        with MilvusView(str(tmp_path / "v.db"), dimension=DIM) as again:
+            again.ensure()
+            assert again.count() == 1
+
+    def test_a_purge_cut_short_is_finished_on_the_next_ensure(self, tmp_path: Path) -> None:
+        uri = str(tmp_path / "v.db")
+        with MilvusView(uri, dimension=DIM) as view:
+            view.ensure()
+            view.upsert([make_record("m-1", "ns", [1.0] + [0.0] * (DIM - 1))])
+            view.flush()
+            client = view._require()
+            # A crash after the copy was made and the original dropped, before the rename.
+            staging = view.collection + "__purge"
+            view._create(client, staging, view._memory_schema(client))
+            client.create_index(staging, view._memory_indexes(client), sync=False)
+            client.insert(staging, data=list(view._iterate("", ["*"])))
+            client.flush(staging)
+            client.drop_collection(view.collection)
+        with MilvusView(uri, dimension=DIM) as reopened:
+            reopened.ensure()
+            assert [r.id for r in reopened.load_namespace("ns")] == ["m-1"]
+            assert not reopened._require().has_collection(staging)
 
     def test_rejects_a_path_that_is_not_lite(self, tmp_path: Path) -> None:
         with pytest.raises(MilvusViewError, match=r"\.db"):

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from pipeline.crypto.envelope import unseal
 from pipeline.interfaces.client import Hindsight
 from pipeline.runtime.settings import Settings
 from schemas.memory import DeadLetter, MemoryChanged
@@ -114,7 +115,13 @@ async def test_change_feed_announces_created_and_superseded(
     changes = await _read_topic(
         stack_settings, "memory_updates", lambda v: orjson.loads(v)["namespace"] == namespace, 3
     )
-    kinds = [MemoryChanged.model_validate(orjson.loads(v)).change for v in changes]
+    # Entries are sealed with their memory's data key (the envelope names the namespace).
+    kinds = [
+        MemoryChanged.model_validate(
+            orjson.loads(unseal(v, client.keys, "memory_updates").content or b"")
+        ).change
+        for v in changes
+    ]
     assert kinds.count("created") == 2
     assert "superseded" in kinds
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -105,6 +106,10 @@ async def test_up_serves_the_cli_and_stops_cleanly(
         stack = orjson.loads(stack_file.read_bytes())
         assert stack["bootstrap"] == kafka_bootstrap and stack["topic_prefix"] == prefix
         assert stack["api"].startswith("http://127.0.0.1:")
+        # Auth is on by default: the local admin key is in the stack file, owner-only.
+        assert stack["auth"] is True and stack["api_key"].startswith("hs_")
+        assert stat.S_IMODE(stack_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE((tmp_path / "admin.key").stat().st_mode) == 0o600
 
         retained = _cli(
             tmp_path, "retain", namespace, "Our CI runs on Buildkite agents.", "--wait", "--json"
@@ -122,6 +127,10 @@ async def test_up_serves_the_cli_and_stops_cleanly(
         async with httpx.AsyncClient(base_url=stack["api"], timeout=30) as http:
             health = await http.get("/healthz")
             assert health.status_code == 200, health.text
+            path = f"/v1/namespaces/{namespace}/stats"
+            assert (await http.get(path)).status_code == 401
+            bearer = {"Authorization": f"Bearer {stack['api_key']}"}
+            assert (await http.get(path, headers=bearer)).status_code == 200
 
         # The ticker published a tick for the namespace that just had a turn.
         assert "tick" in await _ticks_for(kafka_bootstrap, prefix, namespace, timeout=30)
@@ -136,3 +145,15 @@ async def test_up_serves_the_cli_and_stops_cleanly(
     assert code == 0, output
     assert "stopped cleanly" in output
     assert not stack_file.exists()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10"])
+def test_up_refuses_a_non_loopback_address_without_auth(tmp_path: Path, host: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.interfaces.cli", "up", "--no-auth",
+         "--data-dir", str(tmp_path), "--bootstrap", "127.0.0.1:1"],
+        capture_output=True, text=True, cwd=ROOT, env=_env(HINDSIGHT_API_HOST=host), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "refusing to listen on" in result.stderr and "loopback" in result.stderr
+    assert not (tmp_path / "stack.json").exists()

@@ -65,7 +65,8 @@ def test_chit_chat_is_not_embedded() -> None:
 
     stages.process([log.turn("hi"), log.turn(MYSQL), log.turn("thanks!")])
 
-    assert encoder.calls == [[f"alice: {MYSQL}"]]
+    # The remembered turn and its slot frame (values masked), in one call.
+    assert encoder.calls == [[f"alice: {MYSQL}", "We use … for the billing database"]]
 
 
 def test_a_remembered_turn_creates_a_memory_with_its_provenance() -> None:

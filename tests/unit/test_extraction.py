@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from pipeline.memory.rules.extraction import (
@@ -10,6 +12,7 @@ from pipeline.memory.rules.extraction import (
     memory_id,
     segment_id,
     tech_category,
+    time_note,
 )
 from schemas.memory import Triplet
 
@@ -224,3 +227,44 @@ def test_segment_id_is_deterministic_and_scoped() -> None:
     assert first != segment_id("globex", "s1", "t1")
     assert first != segment_id("acme", "s2", "t1")
     assert first != segment_id("acme", "s1", "t2")
+
+
+# ---------- dates a turn refers to ----------
+
+SAID = datetime(2022, 5, 2, 11, 54, tzinfo=UTC)  # a Monday
+
+
+@pytest.mark.parametrize(
+    ("text", "note"),
+    [
+        ("I watched the whole trilogy last night!", "1 May 2022"),
+        ("Yesterday I took the kids to the museum", "1 May 2022"),
+        ("We went camping two weekends ago", "weekend of 23 April 2022"),
+        ("Last week I won my second tournament!", "week of 25 April 2022"),
+        ("I painted it last Saturday", "30 April 2022"),
+        ("I'll come over tomorrow if that's fine", "3 May 2022"),
+        ("We move next month", "June 2022"),
+        ("I got them 3 years ago", "2019"),
+        ("我上周五去了北京", "2022年4月29日"),
+        ("三天前下雨了", "2022年4月29日"),
+        ("下个月搬家", "2022年6月"),
+        ("上周末去爬山了", "2022年4月30日周末"),
+        ("Last Friday I booked it and next week I fly", "29 April 2022; week of 9 May 2022"),
+    ],
+)
+def test_time_note_resolves_relative_phrases(text: str, note: str) -> None:
+    assert time_note(text, SAID) == note
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I did it today",  # the turn's own day: its time says so already
+        "Busy this week and this month",
+        "On 8 May 2023 we signed",  # spelled out already
+        "I love hiking on weekends",
+        "no time words here",
+    ],
+)
+def test_time_note_is_empty_when_nothing_to_resolve(text: str) -> None:
+    assert time_note(text, SAID) == ""

@@ -16,13 +16,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from bench.scenarios.harness import (
-    CATEGORIES,
-    LoadedScenario,
-    RecallStep,
-    load_scenarios,
-    parse_scenario_file,
-)
+
+from bench.scenarios.format import CATEGORIES, LoadedScenario, load_scenarios, parse_scenario_file
+from bench.scenarios.steps import RecallStep
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "scenarios" / "generalisation"

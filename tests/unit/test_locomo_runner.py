@@ -250,6 +250,23 @@ async def test_run_locomo_writes_results(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "questions.jsonl").read_text().count("\n") == 3
 
 
+async def test_run_locomo_scores_each_conversation_as_a_held_out_fold(tmp_path: Path) -> None:
+    data = tmp_path / "tiny.json"
+    second = {**SAMPLE, "sample_id": "conv-2"}
+    data.write_text(json.dumps([SAMPLE, second]))
+    results = await run_locomo(data, tmp_path / "out", Settings(), methods=("bm25",), folds="loo")
+    folds = json.loads((tmp_path / "out" / "folds.json").read_text())["bm25"]
+    assert [fold["held_out"] for fold in folds["folds"]] == sorted([SAMPLE["sample_id"], "conv-2"])
+    assert {"mean", "min", "spread", "per_category"} <= set(folds)
+    assert results["folds"]["bm25"]["mean"] == folds["mean"]
+    assert "held-out" in (tmp_path / "out" / "folds.md").read_text()
+
+
+async def test_run_locomo_rejects_unknown_folds(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="folds"):
+        await run_locomo(tmp_path / "x.json", tmp_path, Settings(), methods=("bm25",), folds="k5")
+
+
 async def test_run_locomo_rejects_unknown_methods(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown method"):
         await run_locomo(tmp_path / "x.json", tmp_path, Settings(), methods=("nope",))

@@ -203,7 +203,16 @@ def test_one_encoder_call_for_the_remembered_turns_and_the_forget_queries() -> N
         encoder=encoder,
     )
 
-    assert encoder.calls == [[f"alice: {MYSQL}", FORGET, f"bob: {OFFICE}"]]
+    # Each remembered turn is followed by its slot frame (values masked), all in one call.
+    assert encoder.calls == [
+        [
+            f"alice: {MYSQL}",
+            "We use … for the billing database",
+            FORGET,
+            f"bob: {OFFICE}",
+            "The office is in the city center",
+        ]
+    ]
     prepared = [p for _, p in batch.prepared]
     hi, mysql, by_query, by_ids, signal, office = prepared
     assert hi.analysis is not None and not hi.analysis.remember
@@ -222,6 +231,7 @@ def test_one_encoder_call_for_the_remembered_turns_and_the_forget_queries() -> N
         "filtered": 1,
         "CommandIssued": 2,
         "MemoriesRecalled": 1,
+        "plain_inputs": 6,  # no envelope: a raw producer's input cannot be shredded
     }
 
 
@@ -244,7 +254,9 @@ def test_the_analysis_is_the_rules_analysis_with_its_vector() -> None:
     assert isinstance(prepared.event, TurnRecorded)
     analysis = prepared.analysis
     assert analysis is not None
-    assert analysis.model_copy(update={"vector_b64": None}) == rules_analysis(prepared.event)
+    assert analysis.model_copy(update={"vector_b64": None, "slot": None}) == rules_analysis(
+        prepared.event
+    )
     assert (analysis.kind, analysis.region, analysis.base_importance) == ("fact", "semantic", 0.7)
     assert analysis.search_text == f"alice: {MYSQL}"
     assert analysis.triplet is not None and analysis.triplet.value == "MySQL"
@@ -353,10 +365,11 @@ def labelled(**texts: str) -> ExactEncoder:
 def prepare_learned(
     encoder: ExactEncoder, *messages: object, extractions: object = None
 ) -> PreparedBatch:
-    return prepare_batch(list(messages), encoder, extractions, tiny_classifier())  # type: ignore[arg-type]
+    classifier = tiny_classifier()
+    return prepare_batch(list(messages), encoder, extractions, classifier=classifier)  # type: ignore[arg-type]
 
 
-def test_learned_every_turn_is_embedded_in_the_one_call_before_the_filter_decides() -> None:
+def test_learned_every_turn_is_embedded_in_one_call_and_kept_frames_in_a_second() -> None:
     encoder = labelled(greeting="hi there", fact=MYSQL, question="what time is it?")
     log = Log()
 
@@ -369,7 +382,8 @@ def test_learned_every_turn_is_embedded_in_the_one_call_before_the_filter_decide
     )
 
     assert encoder.calls == [
-        ["alice: hi there", f"alice: {MYSQL}", FORGET, "bob: what time is it?"]
+        ["alice: hi there", f"alice: {MYSQL}", FORGET, "bob: what time is it?"],
+        ["We use … for the billing database"],  # the slot frame of the one statement kept
     ]
     hi, mysql, forget, question = [p for _, p in batch.prepared]
     assert all(p.models.classifier == "tiny-classifier-test" for p in (hi, mysql, forget, question))
@@ -390,6 +404,8 @@ def test_learned_every_turn_is_embedded_in_the_one_call_before_the_filter_decide
     )
     assert mysql.analysis.triplet is not None and mysql.analysis.triplet.value == "MySQL"
     np.testing.assert_array_equal(mysql.analysis.vector(), encoder.row(f"alice: {MYSQL}"))
+    assert mysql.analysis.slot is not None and mysql.analysis.slot.vector_b64 is not None
+    assert hi.analysis.slot is None and question.analysis.slot is None
     assert forget.query_vector() is not None
     assert batch.counts["filtered"] == 2
 

@@ -1,6 +1,12 @@
 import pytest
 
-from pipeline.recall.routing import classify, seeks_recency
+from pipeline.recall.routing import (
+    asks_current_value,
+    asks_when,
+    classify,
+    seeks_recency,
+    speakers_named,
+)
 
 
 @pytest.mark.parametrize(
@@ -58,3 +64,66 @@ def test_mixed_evidence_lowers_confidence() -> None:
 )
 def test_seeks_recency(query: str, recent: bool) -> None:
     assert seeks_recency(query) is recent
+
+
+@pytest.mark.parametrize(
+    ("query", "current"),
+    [
+        ("Where do I live now?", True),
+        ("What am I currently reading?", True),
+        ("What do I drink these days?", True),
+        ("Do I still play tennis?", True),
+        ("Don't I eat meat anymore?", True),
+        ("Which editor do I use at the moment?", True),
+        ("我现在住在哪里？", True),
+        ("我们目前用什么数据库？", True),
+        ("我最近在读什么书？", True),
+        ("你还喜欢喝咖啡吗？", True),
+        ("What forum did Tim join recently?", False),  # an event, not a value that changed
+        ("What new food places have I tried?", False),
+        ("Where do I live?", False),
+        ("你还记得我们上次去哪了吗？", False),  # "do you remember", not "still"
+        ("我住在哪里？", False),
+    ],
+)
+def test_asks_current_value(query: str, current: bool) -> None:
+    assert asks_current_value(query) is current
+
+
+@pytest.mark.parametrize(
+    ("query", "when"),
+    [
+        ("When did Caroline go to the support group?", True),
+        ("What date is the launch?", True),
+        ("Which year did we move?", True),
+        ("How long ago was her birthday?", True),
+        ("小雨什么时候开学？", True),
+        ("我们是哪天上线的？", True),
+        ("What did Caroline research?", False),
+        ("Where do I live?", False),
+        ("我住在哪里？", False),
+    ],
+)
+def test_asks_when(query: str, when: bool) -> None:
+    assert asks_when(query) is when
+
+
+def test_speakers_named_by_full_or_first_name_whole_words() -> None:
+    speakers = ["Caroline", "Melanie Brown", "user", "小雨"]
+    assert speakers_named("What does Caroline like?", speakers) == ["Caroline"]
+    assert speakers_named("What are melanie's hobbies?", speakers) == ["Melanie Brown"]
+    assert speakers_named("Did Caroline and Melanie paint?", speakers) == [
+        "Caroline",
+        "Melanie Brown",
+    ]
+    assert speakers_named("What does Carolines' team do?", speakers) == []
+    assert speakers_named("小雨什么时候开学？", speakers) == ["小雨"]
+    assert speakers_named("what stack do we use", speakers) == []
+
+
+def test_zuijin_alone_asks_what_holds_now_not_for_episodes() -> None:
+    # "我最近在学什么？" is about these days: not routed to episodic memory alone.
+    assert classify("我最近在学弹什么乐器？").route != "episodic" or (
+        classify("我最近在学弹什么乐器？").confidence < 0.3
+    )
+    assert classify("最近三天我说了什么").route == "episodic"

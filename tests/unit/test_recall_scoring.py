@@ -4,10 +4,11 @@ from datetime import timedelta
 import pytest
 from recall_support import AT, history, make_record
 
+from pipeline.memory.rules.decay import freshness
 from pipeline.recall.scoring import (
     activation_at,
     final_score,
-    freshness,
+    newest_first,
     relevance,
     score_weights,
     status_at,
@@ -122,3 +123,27 @@ def test_freshness_is_a_tie_breaker_unless_the_query_asks_for_recent_things() ->
     )
     # ...while "what's new" keeps the seed formula, where recency may win.
     assert final_score(*new, POLICY) > final_score(*old, POLICY)
+
+
+def test_newest_first_orders_the_about_equally_relevant_by_time() -> None:
+    import numpy as np
+
+    relevance = np.array([0.70, 0.66, 0.40, 0.64])
+    created = np.array([100.0, 300.0, 400.0, 200.0])  # epoch seconds
+    scores = np.array([0.60, 0.58, 0.45, 0.57])
+    adjusted = newest_first(relevance, created, scores, margin=0.08)
+    # The group (relevance >= 0.62): 1 (newest), 3, 0 (oldest); 2 is out and keeps its score.
+    assert list(np.argsort(-adjusted)) == [1, 3, 0, 2]
+    assert adjusted[2] == scores[2]
+    assert adjusted[1] == pytest.approx(0.60)
+    assert adjusted[1] - adjusted[0] < 1e-4  # the group stays together for gap truncation
+
+
+def test_newest_first_with_no_margin_keeps_only_the_best_on_top() -> None:
+    import numpy as np
+
+    relevance = np.array([0.7, 0.5])
+    created = np.array([100.0, 200.0])
+    scores = np.array([0.6, 0.5])
+    assert list(newest_first(relevance, created, scores, margin=0.0)) == [0.6, 0.5]
+    assert newest_first(np.array([]), np.array([]), np.array([]), margin=0.1).size == 0

@@ -2,7 +2,12 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from pipeline.recall.temporal import NaiveTime, parse_chinese_number, parse_time_window
+from pipeline.recall.temporal import (
+    NaiveTime,
+    parse_chinese_number,
+    parse_time_window,
+    time_references,
+)
 
 AT = datetime(2024, 5, 15, 10, 30, tzinfo=UTC)  # Wednesday
 
@@ -101,3 +106,133 @@ def test_chinese_numbers(text: str, value: int | None) -> None:
 def test_impossible_date_falls_back_to_its_month() -> None:
     window = parse_time_window("31 February 2023", AT)
     assert window is not None and (window.start, window.end) == (day(2023, 2, 1), day(2023, 3, 1))
+
+
+# ---------- time phrases ahead, weekends, and every reference in a text ----------
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("tomorrow", day(2024, 5, 16), day(2024, 5, 17)),
+        ("the day after tomorrow", day(2024, 5, 17), day(2024, 5, 18)),
+        ("next week", day(2024, 5, 20), day(2024, 5, 27)),
+        ("next month", day(2024, 6, 1), day(2024, 7, 1)),
+        ("next year", day(2025, 1, 1), day(2026, 1, 1)),
+        ("next friday", day(2024, 5, 17), day(2024, 5, 18)),
+        ("next wednesday", day(2024, 5, 22), day(2024, 5, 23)),
+        ("three weeks from now", day(2024, 6, 3), day(2024, 6, 10)),
+        ("last weekend", day(2024, 5, 11), day(2024, 5, 13)),
+        ("this weekend", day(2024, 5, 18), day(2024, 5, 20)),
+        ("two weekends ago", day(2024, 5, 4), day(2024, 5, 6)),
+        ("明天", day(2024, 5, 16), day(2024, 5, 17)),
+        ("后天", day(2024, 5, 17), day(2024, 5, 18)),
+        ("下周", day(2024, 5, 20), day(2024, 5, 27)),
+        ("下周五", day(2024, 5, 24), day(2024, 5, 25)),
+        ("下个月", day(2024, 6, 1), day(2024, 7, 1)),
+        ("明年", day(2025, 1, 1), day(2026, 1, 1)),
+        ("三天后", day(2024, 5, 18), day(2024, 5, 19)),
+        ("上周末", day(2024, 5, 11), day(2024, 5, 13)),
+        ("这周末", day(2024, 5, 18), day(2024, 5, 20)),
+    ],
+)
+def test_windows_ahead_and_weekends(query: str, start: datetime, end: datetime) -> None:
+    window = parse_time_window(query, AT)
+    assert window is not None, query
+    assert (window.start, window.end) == (start, end)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I like hiking on weekends",
+        "我喜欢周末去爬山",  # habitual, not one weekend
+        "然后天气就好了",  # 后天 inside 然后天气
+        "I read the whole book in two days",  # a duration, not a date ahead
+        "next time we should try it",
+    ],
+)
+def test_no_reference(text: str) -> None:
+    assert time_references(text, AT) == []
+
+
+def test_every_reference_left_to_right_without_overlaps() -> None:
+    text = "Last Friday I booked it, and next week I fly; I went there on 8 May 2023 too."
+    refs = time_references(text, AT)
+    assert [text[r.start : r.end] for r in refs] == ["Last Friday", "next week", "on 8 May 2023"]
+    assert [(r.window.start, r.window.end) for r in refs] == [
+        (day(2024, 5, 10), day(2024, 5, 11)),
+        (day(2024, 5, 20), day(2024, 5, 27)),
+        (day(2023, 5, 8), day(2023, 5, 9)),
+    ]
+    assert [r.explicit for r in refs] == [False, False, True]
+
+
+def test_references_in_chinese_relative_to_the_turn() -> None:
+    refs = time_references("我上周五去了北京，三天前回来的，下个月还要去", AT)
+    assert [(r.window.start, r.window.end) for r in refs] == [
+        (day(2024, 5, 10), day(2024, 5, 11)),
+        (day(2024, 5, 12), day(2024, 5, 13)),
+        (day(2024, 6, 1), day(2024, 7, 1)),
+    ]
+
+
+def test_references_need_an_aware_moment() -> None:
+    with pytest.raises(NaiveTime):
+        time_references("yesterday", datetime(2024, 5, 15))
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("the Sunday before October 25, 2022", day(2022, 10, 23), day(2022, 10, 24)),
+        ("the week before 9 June 2023", day(2023, 5, 29), day(2023, 6, 5)),
+        ("two weeks before August 11, 2023", day(2023, 7, 24), day(2023, 7, 31)),
+        ("last weekend before April 10, 2023", day(2023, 4, 8), day(2023, 4, 10)),
+        ("the day before 8 May 2023", day(2023, 5, 7), day(2023, 5, 8)),
+        ("the month before 2023-05-08", day(2023, 4, 1), day(2023, 5, 1)),
+    ],
+)
+def test_units_before_a_spelled_out_date_count_back_from_it(
+    query: str, start: datetime, end: datetime
+) -> None:
+    window = parse_time_window(query, AT)
+    assert window is not None
+    assert (window.start, window.end) == (start, end)
+    assert window.label == query
+
+
+def test_an_earlier_date_is_never_the_unit_of_a_later_one() -> None:
+    refs = time_references("on 8 May 2023 and the day before 9 May 2023", AT)
+    assert [(r.window.start, r.explicit) for r in refs] == [
+        (day(2023, 5, 8), True),
+        (day(2023, 5, 8), False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("between August 11 and August 15 2023", day(2023, 8, 11), day(2023, 8, 16)),
+        ("from 3 May to 9 May", day(2024, 5, 3), day(2024, 5, 10)),
+        ("between 28 December and 2 January", day(2023, 12, 28), day(2024, 1, 3)),
+        ("in the second week of November 2023", day(2023, 11, 8), day(2023, 11, 15)),
+        ("the last week of February 2024", day(2024, 2, 23), day(2024, 3, 1)),
+        ("early August, 2023", day(2023, 8, 1), day(2023, 8, 11)),
+        ("mid-April", day(2024, 4, 11), day(2024, 4, 21)),
+        ("late May", day(2024, 5, 21), day(2024, 6, 1)),
+        ("8月11日到15日", day(2023, 8, 11), day(2023, 8, 16)),
+        ("2023年8月11日至8月15日", day(2023, 8, 11), day(2023, 8, 16)),
+        ("4月的第二个星期", day(2024, 4, 8), day(2024, 4, 15)),
+        ("3月初", day(2024, 3, 1), day(2024, 3, 11)),
+        ("2月底", day(2024, 2, 21), day(2024, 3, 1)),
+    ],
+)
+def test_calendar_spans(query: str, start: datetime, end: datetime) -> None:
+    window = parse_time_window(query, AT)
+    assert window is not None, query
+    assert (window.start, window.end) == (start, end)
+
+
+def test_late_may_in_lower_case_is_a_verb() -> None:
+    assert parse_time_window("sorry I was late may I come in", AT) is None

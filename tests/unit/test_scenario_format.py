@@ -14,25 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from bench.scenarios.harness import (
+from bench.scenarios.checks import Hit, check_recall
+from bench.scenarios.cli import main
+from bench.scenarios.format import (
     CATEGORIES,
-    AdvanceStep,
-    Hit,
     LoadedScenario,
-    RecallStep,
-    RetainStep,
     ScenarioFormatError,
-    check_recall,
     load_scenarios,
-    main,
-    namespace_for,
-    parse_duration,
     parse_scenario_file,
-    run_scenario,
-    run_suite,
-    summary_table,
-    timeline,
 )
+from bench.scenarios.report import summary_table
+from bench.scenarios.runner import namespace_for, run_scenario, run_suite
+from bench.scenarios.steps import AdvanceStep, RecallStep, RetainStep, parse_duration
+from bench.scenarios.timeline import timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ROOT / "scenarios"
@@ -522,3 +516,11 @@ async def test_suite_summary_table(capsys: pytest.CaptureFixture[str]) -> None:
     table = summary_table(results)
     assert "isolation" in table and "1/2" in table and "50.0%" in table
     assert table.splitlines()[-1].startswith("TOTAL")
+
+
+async def test_suite_run_without_echo_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    scenarios = parse_scenario_file(RUNNABLE, "inline.yaml")
+    results = await run_suite(FakeBackend(), scenarios, echo=False)
+    assert capsys.readouterr().out == ""
+    assert [r.suite for r in results] == ["team", "team"]
+    assert [r.passed for r in results] == [True, False]

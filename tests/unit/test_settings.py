@@ -205,3 +205,25 @@ def test_parse_bool_env_rejects_other_words_naming_the_variable() -> None:
 def test_parse_bool_env_default_when_unset() -> None:
     assert parse_bool_env("HINDSIGHT_FLAG", {}) is False
     assert parse_bool_env("HINDSIGHT_FLAG", {}, default=True) is True
+
+
+@pytest.mark.parametrize(
+    "encoder", ["minilm", "minilm-torch", "minilm-onnx", "minilm-onnx-int8", "use"]
+)
+def test_every_encoder_name_is_accepted(encoder: str) -> None:
+    assert Settings.from_env({"HINDSIGHT_ENCODER": encoder}).encoder == encoder
+
+
+def test_the_unknown_encoder_error_lists_the_names() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({"HINDSIGHT_ENCODER": "minilm-onnx-fp16"})
+    assert "minilm-onnx-int8" in str(caught.value)
+
+
+def test_encoder_threads_parse_strictly() -> None:
+    assert Settings.from_env({}).encoder_threads is None
+    assert Settings.from_env({"HINDSIGHT_ENCODER_THREADS": "2"}).encoder_threads == 2
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(SettingsError) as caught:
+            Settings.from_env({"HINDSIGHT_ENCODER_THREADS": bad})
+        assert "HINDSIGHT_ENCODER_THREADS" in str(caught.value)

@@ -11,8 +11,42 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Healthz */
+        /** Alive: the process runs and the broker answers */
         get: operations["healthz_healthz_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Ready: the recall view follows the state topic and is caught up */
+        get: operations["readyz_readyz_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Prometheus metrics of this process (an admin key when auth is on) */
+        get: operations["prometheus_metrics_metrics_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -147,7 +181,8 @@ export interface components {
         };
         /**
          * ForgetIn
-         * @description Give ``ids``, a ``query`` (resolved to ids now and recorded with them), or ``all``.
+         * @description Give ``ids``, a ``query`` (resolved by the pipeline where the command sits in the log), or
+         *     ``all``. With ``wait`` the answer lists the memories it took.
          */
         ForgetIn: {
             /** Ids */
@@ -206,18 +241,35 @@ export interface components {
         Health: {
             /**
              * Status
-             * @constant
+             * @enum {string}
              */
-            status: "ok";
-            /** Bootstrap */
-            bootstrap: string;
-            /** Topic Prefix */
-            topic_prefix: string;
+            status: "ok" | "unavailable";
             /**
              * Watermarks
              * @description How many input partitions the views report.
              */
             watermarks: number;
+            /**
+             * Bootstrap
+             * @description Shown to an admin key only.
+             */
+            bootstrap?: string | null;
+            /**
+             * Topic Prefix
+             * @description Shown to an admin key only.
+             */
+            topic_prefix?: string | null;
+            /**
+             * Brokers
+             * @description Brokers the cluster metadata lists.
+             * @default 0
+             */
+            brokers: number;
+            /**
+             * Error
+             * @description Why the broker is unavailable.
+             */
+            error?: string | null;
         };
         /**
          * HistoryEntry
@@ -249,10 +301,10 @@ export interface components {
         MemoryOut: {
             /**
              * Schema Version
-             * @default 1
+             * @default 2
              * @constant
              */
-            schema_version: 1;
+            schema_version: 2;
             /** Id */
             id: string;
             /** Namespace */
@@ -336,19 +388,10 @@ export interface components {
             /** History */
             history?: components["schemas"]["HistoryEntry"][];
             /**
-             * Applied Partition
-             * @default 0
-             */
-            applied_partition: number;
-            /**
-             * Applied Offset
+             * Origin Offset
              * @default -1
              */
-            applied_offset: number;
-            /** Applied Positions */
-            applied_positions?: {
-                [key: string]: number;
-            };
+            origin_offset: number;
         };
         /** PathEvidence */
         PathEvidence: {
@@ -356,6 +399,25 @@ export interface components {
             rank: number;
             /** Score */
             score: number;
+        };
+        /** Ready */
+        Ready: {
+            /** Ready */
+            ready: boolean;
+            /**
+             * Reasons
+             * @description Why not ready (shown to an admin key only).
+             */
+            reasons?: string[];
+            /**
+             * View Lag
+             * @description Input messages not yet in the recall view, per topic:partition (admin only).
+             */
+            view_lag?: {
+                [key: string]: number;
+            };
+            /** Max Lag */
+            max_lag: number;
         };
         /** RecallIn */
         RecallIn: {
@@ -415,6 +477,42 @@ export interface components {
             memories: components["schemas"]["RecalledMemory"][];
             /** Context */
             context: string;
+            signal?: components["schemas"]["Receipt"] | null;
+            /** @description How the recall was routed and how many candidates it scored. */
+            trace?: components["schemas"]["RecallTrace"] | null;
+        };
+        /**
+         * RecallTrace
+         * @description How a recall was decided (for debugging, benchmarks and the HTTP ``explain`` option).
+         */
+        RecallTrace: {
+            /**
+             * Route
+             * @enum {string}
+             */
+            route: "episodic" | "semantic" | "procedural";
+            /** Route Confidence */
+            route_confidence: number;
+            /** Route Reason */
+            route_reason: string;
+            /** Regions */
+            regions: ("episodic" | "semantic" | "procedural")[];
+            /** Fallback Used */
+            fallback_used: boolean;
+            /** Window Start */
+            window_start?: string | null;
+            /** Window End */
+            window_end?: string | null;
+            /**
+             * Window Label
+             * @default
+             */
+            window_label: string;
+            /**
+             * Candidates
+             * @default 0
+             */
+            candidates: number;
         };
         /** RecalledMemory */
         RecalledMemory: {
@@ -459,6 +557,11 @@ export interface components {
             relevance: number;
             /** Freshness */
             freshness: number;
+            /**
+             * Fused
+             * @default 0
+             */
+            fused: number;
             /** Explanation */
             explanation?: {
                 [key: string]: components["schemas"]["PathEvidence"];
@@ -478,8 +581,24 @@ export interface components {
             via_fallback: boolean;
         };
         /**
+         * Receipt
+         * @description Where an event landed in the log: pass it to ``recall(wait_for=...)``.
+         */
+        Receipt: {
+            /** Event Id */
+            event_id: string;
+            /** Namespace */
+            namespace: string;
+            /** Topic */
+            topic: string;
+            /** Partition */
+            partition: number;
+            /** Offset */
+            offset: number;
+        };
+        /**
          * SourceTurn
-         * @description Provenance: a turn this memory came from.
+         * @description Provenance: a turn this memory came from, and where it sits in the input log.
          */
         SourceTurn: {
             /** Event Id */
@@ -495,6 +614,12 @@ export interface components {
             event_time: string;
             /** Dialogue Id */
             dialogue_id?: string | null;
+            /** Topic */
+            topic?: string | null;
+            /** Partition */
+            partition?: number | null;
+            /** Offset */
+            offset?: number | null;
         };
         /** StatsOut */
         StatsOut: {
@@ -624,6 +749,109 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description broker unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    readyz_readyz_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ready"];
+                };
+            };
+            /** @description Invalid input; `field` names it. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not ready; reasons say why */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ready"];
+                };
+            };
+        };
+    };
+    prometheus_metrics_metrics_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` names it. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     retain_v1_namespaces__namespace__turns_post: {
@@ -651,8 +879,35 @@ export interface operations {
                     "application/json": components["schemas"]["TurnReceipt"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -687,8 +942,35 @@ export interface operations {
                     "application/json": components["schemas"]["RecallResult"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -732,8 +1014,35 @@ export interface operations {
                     "application/json": components["schemas"]["ForgetOut"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -774,6 +1083,24 @@ export interface operations {
                     "application/json": components["schemas"]["MemoryOut"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description no such memory */
             404: {
                 headers: {
@@ -785,6 +1112,15 @@ export interface operations {
             };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -815,8 +1151,35 @@ export interface operations {
                     "application/json": components["schemas"]["StatsOut"];
                 };
             };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `field` names it. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

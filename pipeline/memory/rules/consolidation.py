@@ -1,4 +1,6 @@
-"""Consolidation decisions: duplicate, link, contradiction, cooling — pure functions on records.
+"""Consolidation decisions: duplicate, link, supersede, cooling — pure functions on records.
+
+Whether a statement updates another is decided in ``slots.update_reason``; this module applies it.
 
 Each function returns new records; nothing is mutated and time comes from the causing event.
 """
@@ -43,17 +45,6 @@ def same_fact(first: Triplet | None, second: Triplet | None) -> bool:
         and first.subject == second.subject
         and first.attribute == second.attribute
         and normalise(first.value) == normalise(second.value)
-    )
-
-
-def conflicts(first: Triplet | None, second: Triplet | None) -> bool:
-    """Same subject and attribute, different value: the seeds' definition of a contradiction."""
-    return (
-        first is not None
-        and second is not None
-        and first.subject == second.subject
-        and first.attribute == second.attribute
-        and normalise(first.value) != normalise(second.value)
     )
 
 
@@ -118,6 +109,7 @@ def supersede(
     at: datetime,
     cause: str,
     policy: MemoryPolicy,
+    reason: str = "",
 ) -> MemoryRecord:
     """The older fact stops being current; it is kept (never deleted) with a supersede link."""
     return older.model_copy(
@@ -131,7 +123,9 @@ def supersede(
             * policy.superseded_activation_factor,
             "activation_at": max(older.activation_at, at),
             "associations": _add_association(older.associations, newer.id, "superseded_by", 1.0),
-            "history": _with_history(older, at, "superseded", cause, f"by {newer.id}"),
+            "history": _with_history(
+                older, at, "superseded", cause, f"by {newer.id}" + (f"; {reason}" if reason else "")
+            ),
         }
     )
 

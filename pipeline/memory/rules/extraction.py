@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from pipeline.memory.rules.text import normalise, strip_edges
+from pipeline.recall.temporal import TimeWindow, time_references
 from schemas.memory import Triplet
 
 # Categories let "we use MySQL" and "we moved to PostgreSQL" land on the same attribute.
@@ -342,3 +344,83 @@ def memory_id(namespace: str, source_event_ids: Iterable[str], content: str) -> 
 def segment_id(namespace: str, session_id: str, first_event_id: str) -> str:
     digest = hashlib.sha256(f"{namespace}\x00{session_id}\x00{first_event_id}".encode())
     return "g_" + digest.hexdigest()[:16]
+
+
+# ---------- dates a turn refers to ----------
+
+_MONTH_NAMES = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def _en_day(moment: datetime) -> str:
+    return f"{moment.day} {_MONTH_NAMES[moment.month - 1]} {moment.year}"
+
+
+def _zh_day(moment: datetime) -> str:
+    return f"{moment.year}年{moment.month}月{moment.day}日"
+
+
+def describe_window(window: TimeWindow, chinese: bool = False) -> str:
+    """A window in words, at the granularity it has: "1 May 2022", "week of 25 April 2022",
+    "weekend of 30 April 2022", "May 2022", "2022" (or 2022年5月1日, 2022年4月25日那周, …)."""
+    start, end = window.start, window.end
+    days = (end - start).days
+    last = end - timedelta(days=1)
+    if days == 1:
+        return _zh_day(start) if chinese else _en_day(start)
+    if days == 2 and start.weekday() == 5:
+        return f"{_zh_day(start)}周末" if chinese else f"weekend of {_en_day(start)}"
+    if days == 7 and start.weekday() == 0:
+        return f"{_zh_day(start)}那周" if chinese else f"week of {_en_day(start)}"
+    if start.day == 1 and end.day == 1 and days in range(28, 32):
+        return (
+            f"{start.year}年{start.month}月"
+            if chinese
+            else (f"{_MONTH_NAMES[start.month - 1]} {start.year}")
+        )
+    if (start.month, start.day, end.month, end.day) == (1, 1, 1, 1) and days in (365, 366):
+        return f"{start.year}年" if chinese else str(start.year)
+    if chinese:
+        return f"{_zh_day(start)}至{_zh_day(last)}"
+    return f"{_en_day(start)} to {_en_day(last)}"
+
+
+def time_note(text: str, event_time: datetime) -> str:
+    """The dates a turn's relative time phrases point at, in words ("" when there are none).
+
+    "I went there yesterday" said on 8 May 2023 -> "7 May 2023"; "下个月搬家" said in May 2023
+    -> "2023年6月". Phrases that spell their date out, or name the turn's own day, week, month or
+    year ("today", "this week"), add nothing and are left out. Pure: text + event time only (I2).
+    """
+    notes: list[str] = []
+    for reference in time_references(text, event_time):
+        window = reference.window
+        if reference.explicit or window.contains(event_time):
+            continue
+        phrase = text[reference.start : reference.end]
+        described = describe_window(window, chinese=bool(_CJK_CHAR.search(phrase)))
+        if described not in notes:
+            notes.append(described)
+    return "; ".join(notes)
+
+
+def search_text(speaker: str, text: str, event_time: datetime, *, time_notes: bool = True) -> str:
+    """What the indexes see of a turn: the speaker frames the text (pronouns, "my", who said it)
+    and, in brackets, the dates its relative time phrases point at ("[7 May 2023]" for
+    "yesterday" said on 8 May), so the words of a date match. Pure (I2)."""
+    framed = f"{speaker}: {text}"
+    note = time_note(text, event_time) if time_notes else ""
+    return f"{framed} [{note}]" if note else framed

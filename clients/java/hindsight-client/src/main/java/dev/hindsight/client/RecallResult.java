@@ -13,4 +13,5 @@ public record RecallResult(
         Instant at,
         String route,
         List<RecalledMemory> memories,
-        String context) {}
+        String context,
+        RecallTrace trace) {}

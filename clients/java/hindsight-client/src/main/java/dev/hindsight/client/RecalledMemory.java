@@ -23,6 +23,7 @@ public record RecalledMemory(
         double score,
         double relevance,
         double freshness,
+        double fused,
         Map<String, PathEvidence> explanation,
         List<SourceTurn> provenance,
         String supersededBy,

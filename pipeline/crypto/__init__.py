@@ -1,0 +1,1 @@
+"""Crypto-shredding: content sealed with data keys; erasing destroys the keys (docs/ERASURE.md)."""

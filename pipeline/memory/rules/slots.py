@@ -1,0 +1,599 @@
+"""Updates by slot: does a newer statement give an older one's subject and attribute a new value?
+
+Two halves, both pure:
+
+* ``slot_of(text)`` (run by ``prepare``) finds the statement's *value spans* — numbers (digits
+  and Chinese numerals, with their units left in place), identifiers, e-mail addresses, quoted
+  titles, named things, technology names and task-state words (planned / in progress / done,
+  English and Chinese) — and the *frame*: the statement with those spans masked. ``prepare``
+  embeds the frame in the same encoder call as the turn, so two statements of one slot ("the dev
+  server listens on port _", "dev server port is _") land close together whatever their values.
+* ``slot_update(older, newer, policy)`` (run by ``consolidate``) decides from the two records'
+  slot signals, their kinds and their speakers whether the newer one supersedes the older.
+
+The rule (docs/UPDATES.md has the measurements behind each threshold):
+
+1. Same subject: the same speaker said both.
+2. The older statement is *stateful*: a preference, decision, task state or a fact that is not a
+   past event. A past event ("had lunch with Tom at X yesterday") stays true when another event
+   follows; a state that moved on (a task in progress, a stated habit) does not. An older
+   statement carrying a task state (planned / in progress) is stateful even if told as an event.
+3. Neither is a procedure, an emotion or small talk, and the newer one is not additive ("also",
+   "too", 也, 另外): a second hobby is not a contradiction. Questions state no value.
+4. Same slot: the frames are close (``slot_cosine``), or they share enough content words
+   (``slot_term_overlap``) with a frame cosine above a floor.
+5. Different value: each side has a value the other lacks (a substitution, not an elaboration),
+   and the two do not name two different subjects (both sides name things, share none, and more
+   than one value changed on each side: "Anna is 34" / "Ben is 36" are two people).
+
+"Rather miss a conflict than invent one": every condition has to hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+import jieba
+import jieba.posseg
+import numpy as np
+import numpy.typing as npt
+
+from pipeline.memory.rules.extraction import _STOP_CAPITALS, _TECH_PATTERN
+from pipeline.memory.rules.text import language_of, normalise
+from pipeline.recall.lexical import tokenize
+from pipeline.runtime.settings import MemoryPolicy
+from schemas.memory import Kind, Region, Slot, Triplet
+
+MASK = "…"
+Vector = npt.NDArray[np.float32]
+jieba.setLogLevel(logging.WARNING)
+# jieba's part-of-speech tags for names: people, places, organisations, other proper nouns.
+# ("nz", other proper nouns, is left out: jieba gives it to common words such as 论文.)
+_ZH_NAME_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt"})
+_CJK_RUN = re.compile(r"[\u4e00-\u9fff]+")
+
+# -- value spans -------------------------------------------------------------------------------
+
+_CN_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
+_CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000, "亿": 100_000_000}
+_CN_NUMERAL = "零〇一二两三四五六七八九十百千万亿"
+# What may follow a Chinese numeral for it to count as a number (so 一般, 一直, 统一 do not).
+_CN_COUNTED = (
+    "点|岁|个|次|块|元|号|月|日|章|分钟|分|小时|天|周|年|公里|公斤|斤|步|寸|人|位|节|层|楼|栋|倍|米|"
+    "本|张|只|条|件|台|辆|间|套|兆|G|g|万|千|百"
+)
+_NUMBER = re.compile(
+    r"(?<![A-Za-z0-9_.])[$£€¥]?\d{1,3}(?:,\d{3})+(?:\.\d+)?[kKmM]?(?![A-Za-z0-9])"
+    r"|(?<![A-Za-z0-9_.])[$£€¥]?\d+(?:[.:]\d+)?(?:[kK](?![A-Za-z0-9]))?"
+    r"|第?[" + _CN_NUMERAL + r"]{2,}(?:(?=" + _CN_COUNTED + r")|(?![\u4e00-\u9fff]))"
+    r"|第?[" + _CN_NUMERAL + r"](?=" + _CN_COUNTED + r")"
+)
+_IDENTIFIER = re.compile(
+    r"(?<![A-Za-z0-9_.])\d+(?:\.\d+){2,}(?![A-Za-z0-9_])"  # addresses, versions: 10.8.0.12
+    r"|(?<![A-Za-z0-9_])(?=[A-Za-z0-9._@#-]*[A-Za-z])(?=[A-Za-z0-9._@#-]*\d)"
+    r"[A-Za-z0-9][A-Za-z0-9._@#-]*[A-Za-z0-9](?![A-Za-z0-9_])"
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+    r"|(?<![A-Za-z0-9_])[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)+(?![A-Za-z0-9_])"
+)
+_WEEKDAY_ZH = re.compile(r"(?<!每)(?:周|星期|礼拜)([一二三四五六日天])(?![次个回遍天])")
+_WEEKDAYS = "一二三四五六日"
+_ORDINAL = re.compile(r"(?<![A-Za-z0-9])(\d+)(?:st|nd|rd|th)(?![A-Za-z0-9])", re.I)
+_RELATIVE_TIME = re.compile(
+    r"\b(?:(?:next|this|last|coming) (?:week|weekend|month|year|spring|summer|autumn|fall|"
+    r"winter|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|tomorrow|tonight|today|"
+    r"yesterday|in the (?:spring|summer|autumn|fall|winter|morning|evening))\b"
+    r"|下个?月|下周|下星期|明天|后天|今年|明年|去年|今天|昨天|上个?月|上周|月底|年底|月初|年初",
+    re.I,
+)
+_CALENDAR_WORDS = frozenset(
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ]
+)
+_QUOTED = re.compile(r"[\"“「『《]([^\"“”「」『』《》]{1,40})[\"”」』》]")
+# Capitalised words with a lower-case letter: names, not acronyms (CI, PR, BP name attributes).
+_CAPITALISED = re.compile(r"(?<![A-Za-z0-9_'’])[A-Z][a-z][A-Za-z]*(?:[ -][A-Z][a-z][A-Za-z]*)*")
+_ASCII_WORD_IN_CJK = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z+#]*(?![A-Za-z0-9_])")
+
+# Task states on one scale; the words are values (what the state is), not cues for an update.
+_STATES_EN: tuple[tuple[str, str], ...] = (
+    (
+        "planned",
+        r"plan(?:s|ned|ning)? (?:to|for|on)|going to|thinking (?:of|about)|about to|"
+        r"intend(?:s|ed)? to|hoping to|scheduled (?:for|to)|starts?(?= next| on| in| tomorrow)|"
+        r"not started|to-?do",
+    ),
+    (
+        "in_progress",
+        r"working on|in progress|ongoing|under ?way|halfway|half done|drafting|"
+        r"in draft|in review|under review|started|starting|began|still (?:looking|waiting|working|"
+        r"doing)|waiting (?:for|to|on)|pending|in the middle of|running now|unblocked|"
+        r"on week|on chapter|at week|at chapter",
+    ),
+    ("blocked", r"blocked|stuck|on hold|paused"),
+    (
+        "done",
+        r"done|finished|completed?|shipped|merged|submitted|sent (?:off|out)|mailed|"
+        r"approved|signed|arrived|delivered|launched|released|went live|is live|closed|fixed|"
+        r"resolved|discharged|passed|accepted|got the offer|handed in|wrapped up|over and done",
+    ),
+)
+_STATES_ZH: tuple[tuple[str, str], ...] = (
+    ("planned", r"计划|打算|准备(?!好)|将要|预计|还没开始|待办"),
+    (
+        "in_progress",
+        r"正在|在?(?:进行|办理|测试|审核|处理|开发|装修|评审|排队|运输|配送)中|在办|"
+        r"在写|在做|在等|等待|评审|做到一半|"
+        r"开工|开始|还没[考做写交办出]",
+    ),
+    ("blocked", r"卡在|卡住|搁置|暂停"),
+    (
+        "done",
+        r"完成|做完|写完|完工|搞定|上线|发布了|合进|合并了|下来了|批下来|拿到|过了|"
+        r"通过了|递交了|提交了|交了|定稿|搬完|结束了|结项|办好了|办完",
+    ),
+)
+_STATE_PATTERNS = [
+    (state, re.compile(rf"\b(?:{words})\b", re.I)) for state, words in _STATES_EN
+] + [(state, re.compile(words)) for state, words in _STATES_ZH]
+
+# Deictic time: told relative to when it was said, so the statement is about one moment.
+_MOMENT = re.compile(
+    r"\b(?:yesterday|today|tonight|this (?:morning|afternoon|evening|weekend)|last (?:night|"
+    r"week|weekend|month|year|time|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"\d+ (?:days?|weeks?|months?|years?) ago|earlier today|the other day)\b"
+    r"|昨天|今天|前天|昨晚|今晚|今早|今天早上|刚才|上周|这周|本周|上个月|这个月|上周末|这周末|那天",
+    re.I,
+)
+# A weekday with a past verb: "watched it on Tuesday", 周一见了客户 (not 周会是周一上午十点).
+_ON_WEEKDAY = re.compile(
+    r"\bon (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I
+)
+# A verb's 了 followed by an amount: something that happened (聊了一个小时, 晚点了两个小时).
+_ZH_DONE_AMOUNT = re.compile(r"[\u4e00-\u9fff]了[\d一二两三四五六七八九十几半]")
+# A verb's 了 inside a clause: something that happened (出席了在武汉召开的年会, 吃了顿饭), not a
+# state reached at the clause's end (换成小米了).
+_ZH_PERFECTIVE = re.compile(
+    r"(?<!为)(?<!除)(?<!算)[\u4e00-\u9fff]了(?![解吧啊呀呢吗])[\u4e00-\u9fff]"
+)
+_ZH_WEEKDAY_DONE = re.compile(r"(?:周|星期|礼拜)[一二三四五六日天].{0,8}?[\u4e00-\u9fff]了")
+_QUESTION = re.compile(r"[?？]|吗[。！]?\s*$")
+_ADDITIVE = re.compile(
+    r"\b(?:also|as well|another|additionally|besides|in addition)\b|\btoo\b(?=\s*(?:[-–—.!?,]|$))|"
+    r"也|另外|此外|还有|同时|(?:^|[，,。；;])\s*(?:再|然后)",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class Span:
+    kind: str  # number, identifier, quoted, name, state
+    start: int
+    end: int
+    value: str  # canonical value, compared across statements
+
+
+def chinese_number(text: str) -> int | None:
+    """一百五 → 150, 四千五 → 4500, 一万二千 → 12000, 十一 → 11, 两 → 2 (None if not one)."""
+    text = text.lstrip("第")
+    if not text or any(ch not in _CN_DIGITS and ch not in _CN_UNITS for ch in text):
+        return None
+    total, section, digit, last_unit = 0, 0, None, 0
+    for ch in text:
+        if ch in _CN_DIGITS:
+            digit = _CN_DIGITS[ch]
+            continue
+        unit = _CN_UNITS[ch]
+        if unit >= 10_000:
+            section = (section + (digit or 0)) * unit
+            total, section, digit, last_unit = total + section, 0, None, unit
+        else:
+            section += (1 if digit is None else digit) * unit
+            digit, last_unit = None, unit
+    if digit is not None:
+        # 一百五 / 四千五: a trailing digit counts in the next lower unit.
+        section += digit * (last_unit // 10 if last_unit >= 100 and last_unit < 10_000 else 1)
+    return total + section
+
+
+def _number_value(raw: str) -> str:
+    cleaned = raw.lstrip("第$£€¥").replace(",", "")
+    cn = chinese_number(cleaned)
+    if cn is not None:
+        return str(cn)
+    multiplier = 1
+    if cleaned[-1:] in "kK":
+        cleaned, multiplier = cleaned[:-1], 1000
+    elif cleaned[-1:] in "mM":
+        cleaned, multiplier = cleaned[:-1], 1_000_000
+    if ":" in cleaned:
+        return cleaned
+    try:
+        number = float(cleaned) * multiplier
+    except ValueError:
+        return cleaned.casefold()
+    return f"{number:g}"
+
+
+def value_spans(text: str) -> list[Span]:
+    """The spans of ``text`` that hold values, left to right, never overlapping."""
+    found: list[Span] = []
+
+    def add(kind: str, start: int, end: int, value: str) -> None:
+        if end > start and all(end <= s.start or start >= s.end for s in found):
+            found.append(Span(kind, start, end, f"{kind}:{value}"))
+
+    for match in _ORDINAL.finditer(text):
+        add("ordinal", match.start(), match.end(), match.group(1))
+    for match in _IDENTIFIER.finditer(text):
+        add("identifier", match.start(), match.end(), match.group(0).casefold())
+    for match in _WEEKDAY_ZH.finditer(text):
+        add("date", match.start(), match.end(), f"weekday {_WEEKDAYS.find(match.group(1)) % 7}")
+    for match in _QUOTED.finditer(text):
+        add("quoted", match.start(), match.end(), match.group(1).strip().casefold())
+    for match in _TECH_PATTERN.finditer(text):
+        add("name", match.start(1), match.end(1), match.group(1).casefold())
+    for match in _NUMBER.finditer(text):
+        if match.group(0) != "一":  # 一个月, 一辆车: "a month", "a car"
+            add("number", match.start(), match.end(), _number_value(match.group(0)))
+    for state, pattern in _STATE_PATTERNS:
+        for match in pattern.finditer(text):
+            add("state", match.start(), match.end(), state)
+    for match in _RELATIVE_TIME.finditer(text):
+        add("time", match.start(), match.end(), match.group(0).casefold())
+    for match in _CAPITALISED.finditer(text):
+        start, words = match.start(), match.group(0).split(" ")
+        before = text[:start].rstrip()
+        # A sentence's first word is capitalised anyway, and "The", "Our" lead many names.
+        sentence_start = not before or before[-1] in '.!?。！？:;\n"“'
+        if words[0] in _STOP_CAPITALS or (sentence_start and len(words) == 1):
+            start += len(words[0]) + 1
+            words = words[1:]
+        if words and " ".join(words) not in _STOP_CAPITALS:
+            name = " ".join(words).casefold()
+            add("date" if name in _CALENDAR_WORDS else "name", start, match.end(), name)
+    if _CJK_RUN.search(text):
+        for match in _ASCII_WORD_IN_CJK.finditer(text):
+            if match.group(0)[0].isupper():
+                add("name", match.start(), match.end(), match.group(0).casefold())
+        for run in _CJK_RUN.finditer(text):
+            offset = run.start()
+            for word, flag in jieba.posseg.cut(run.group(0)):
+                if flag in _ZH_NAME_TAGS and len(word) >= 2:
+                    add("name", offset, offset + len(word), word)
+                offset += len(word)
+    return sorted(found, key=lambda s: s.start)
+
+
+def masked(text: str, spans: list[Span]) -> str:
+    """The statement with its value spans replaced by one mask character each."""
+    parts, cursor = [], 0
+    for span in spans:
+        parts.append(text[cursor : span.start])
+        parts.append(MASK)
+        cursor = span.end
+    parts.append(text[cursor:])
+    return "".join(parts)
+
+
+_LEADING_PRONOUN = re.compile(r"^\W*(?:(?:i|my|our|we|i'm|we're)\b\W*|我们的|我们|我的|我)", re.I)
+
+
+def _in_subject_position(text: str, span: Span) -> bool:
+    """A name or identifier at the very start names what the statement is about (工单OPS-3307：…,
+    "UPS 1Z… is the tripod", 李娜负责招聘), so a different one there is another thing, not a new
+    value. States and numbers at the start are still values ("Drafting …", "9 engineers")."""
+    if span.kind not in {"name", "identifier"}:
+        return False
+    lead = _LEADING_PRONOUN.match(text)
+    before = text[lead.end() if lead else 0 : span.start]
+    if _CJK_RUN.search(text) and not re.search(r"[A-Za-z]{2,}\s", before):
+        # 工单OPS-3307 (a noun before it), not 我在杭州工作 (a preposition or verb before it).
+        return len(before.strip()) <= 2 and not _ZH_VERB_BEFORE.search(before)
+    # "UPS 1Z… is", "Ticket OPS-3307:" (a label before it), not "We use MySQL" (a verb before it).
+    words = before.split()
+    labelled = not words or (len(words) == 1 and lead is None and words[0][:1].isupper())
+    return labelled and span.end < len(text.rstrip(" .!?。！？"))
+
+
+_ZH_VERB_BEFORE = re.compile(r"[在用是去到住从为叫有给跟和对把]")
+
+
+def slot_of(text: str) -> Slot:
+    """The statement's slot signal, without its vector (``prepare`` embeds ``frame``)."""
+    spans = value_spans(text)
+    frame = masked(text, spans)
+    return Slot(
+        frame=frame,
+        subjects=list(dict.fromkeys(s.value for s in spans if _in_subject_position(text, s))),
+        terms=list(dict.fromkeys(t for t in tokenize(frame) if t != MASK)),
+        values=list(dict.fromkeys(s.value for s in spans)),
+        moment=bool(
+            _MOMENT.search(text)
+            or _ON_WEEKDAY.search(text)
+            or _ZH_WEEKDAY_DONE.search(text)
+            or _ZH_DONE_AMOUNT.search(text)
+            or _ZH_PERFECTIVE.search(text)
+        ),
+        additive=bool(_ADDITIVE.search(text)),
+        question=bool(_QUESTION.search(text)),
+    )
+
+
+# -- the decision ------------------------------------------------------------------------------
+
+STATEFUL_KINDS: frozenset[Kind] = frozenset({"preference", "decision", "task_state", "fact"})
+
+
+def is_stateful(kind: Kind, region: Region, signal: Slot) -> bool:
+    """Whether a statement describes a state that a later statement can move on."""
+    if kind not in STATEFUL_KINDS:
+        return False
+    has_task_state = any(v in {"state:planned", "state:in_progress"} for v in signal.values)
+    if has_task_state or kind in {"preference", "decision", "task_state"}:
+        return True
+    return region == "semantic" and not signal.moment
+
+
+@dataclass(frozen=True)
+class SlotSide:
+    """One statement as the rule sees it: who said it, what kind it is, and its slot signal."""
+
+    speaker: str
+    kind: Kind
+    region: Region
+    signal: Slot
+    frame_vector: Vector
+
+
+@dataclass(frozen=True)
+class SlotUpdate:
+    """Why the newer statement supersedes the older one (kept in the history entry)."""
+
+    frame_cosine: float
+    term_overlap: float
+    old_values: tuple[str, ...]
+    new_values: tuple[str, ...]
+
+    def describe(self) -> str:
+        return (
+            f"slot: frame cosine {self.frame_cosine:.3f}, terms {self.term_overlap:.2f}; "
+            f"{', '.join(self.old_values)} -> {', '.join(self.new_values)}"
+        )
+
+
+NEVER_UPDATES: frozenset[Kind] = frozenset({"procedure", "emotion", "chit_chat"})
+
+
+def term_overlap(first: list[str], second: list[str]) -> float:
+    """Shared content words over the shorter frame's (1.0 when one frame's words are all shared)."""
+    a, b = set(first), set(second)
+    if not a or not b:
+        return 0.0
+    return len(a & b) / min(len(a), len(b))
+
+
+# Light verbs and measure words that say how a value is held or changed, not which slot it is.
+_LIGHT_WORDS = frozenset(
+    [
+        *"去来做用到个在把给换改加涨扩推定降变找有都还就才再又只",
+        *("已经", "现在", "目前", "平时", "基本", "一般", "一直", "以后", "今后"),
+        *("所有", "全部", "总是", "经常", "通常", "最近", "之前", "以前"),
+    ]
+)
+
+
+def _content_terms(terms: list[str]) -> list[str]:
+    return [t for t in terms if t not in _LIGHT_WORDS]
+
+
+def _swapped_attribute(first: list[str], second: list[str]) -> bool:
+    """One frame word stands where the other frame has one or two others: two attributes.
+
+    "frontend … written in" / "backend … written in", 生产数据库密码 / 生产数据库地址、端口: the
+    frames align on their shared words and differ in a word at one place, which names what the
+    statement is about. Two forms of one word (apply / application) are not a swap.
+    """
+    if not set(first) & set(second):
+        return False
+    a, b = _content_terms(first), _content_terms(second)
+    for tag, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag != "replace" or min(i2 - i1, j2 - j1) != 1 or max(i2 - i1, j2 - j1) > 2:
+            continue
+        if not any(x[:4] == y[:4] and len(x) >= 4 for x in a[i1:i2] for y in b[j1:j2]):
+            return True
+    return False
+
+
+# What a value is: a time, an amount, a state or a thing. A new value replaces one of its class.
+_VALUE_CLASSES = {
+    "date": "when",
+    "ordinal": "when",
+    "time": "when",
+    "number": "amount",
+    "state": "state",
+}
+# Values that come along with a change rather than name what changed.
+_CONTEXT_KINDS = frozenset({"state", "time"})
+
+
+def _classes_differ(old: tuple[str, ...], new: tuple[str, ...]) -> bool:
+    """ "Due on the 1st" / "is 1,450", "预算是80万" / "要在月底前上线": two attributes."""
+    old_classes = {_VALUE_CLASSES.get(_kind(v), "thing") for v in old}
+    new_classes = {_VALUE_CLASSES.get(_kind(v), "thing") for v in new}
+    return not old_classes & new_classes
+
+
+def _kind(value: str) -> str:
+    return value.split(":", 1)[0]
+
+
+def _kinds_of(values: tuple[str, ...]) -> set[str]:
+    return {_kind(value) for value in values}
+
+
+def changed_values(older: Slot, newer: Slot) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The values only the older statement has, and those only the newer one has."""
+    # Relative times ("next week", 今年) frame a statement; they are not the value that changed.
+    old_values = tuple(v for v in older.values if v not in newer.values and _kind(v) != "time")
+    new_values = tuple(v for v in newer.values if v not in older.values and _kind(v) != "time")
+    return old_values, new_values
+
+
+def names_two_slots(
+    older: Slot,
+    newer: Slot,
+    old_values: tuple[str, ...],
+    new_values: tuple[str, ...],
+    subject_known: bool = False,
+) -> bool:
+    """Signs that two statements are about two subjects or attributes, whatever else matches.
+
+    ``subject_known``: an extracted triplet already names the subject ("my home address is …"),
+    so several values changing at once (12 Elm Street → 5 Oak Road) is one new value.
+    """
+    subjects = {*older.subjects, *newer.subjects}
+    if any(v in subjects for v in (*old_values, *new_values)):
+        return True  # the changed value is what each statement is about: two things
+    if old_values and new_values:
+        if (
+            not subject_known
+            and len(_kinds_of(old_values) - _CONTEXT_KINDS) > 1
+            and len(_kinds_of(new_values) - _CONTEXT_KINDS) > 1
+        ):
+            return True  # two things changed at once: two subjects ("Anna is 34", "Ben is 36")
+        if _classes_differ(old_values, new_values):
+            return True  # a date and an amount, an amount and a state: two attributes
+    # "frontend … written in" / "backend … written in": a minimal pair names two attributes.
+    return _swapped_attribute(older.terms, newer.terms)
+
+
+def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotUpdate | None:
+    """The newer statement gives the older one's slot a new value (None: it does not)."""
+    if older.speaker != newer.speaker:
+        return None
+    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, older.signal):
+        return None
+    if newer.signal.additive or older.signal.question or newer.signal.question:
+        return None  # an addition, or a question: neither states a new value
+    old_values, new_values = changed_values(older.signal, newer.signal)
+    cosine = float(older.frame_vector @ newer.frame_vector)
+    overlap = term_overlap(older.signal.terms, newer.signal.terms)
+    # The default encoder reads English only: for other languages its cosine alone is no proof.
+    trusted = all(
+        language_of(side.signal.frame) in policy.slot_cosine_languages for side in (older, newer)
+    )
+    shares_words = overlap >= policy.slot_term_overlap
+    if bool(old_values) != bool(new_values) and cosine >= policy.slot_cosine and shares_words:
+        # One side's value is a plain word no span caught (字节 → 腾讯): its own words stand in.
+        if not old_values:
+            old_values = _own_words(older.signal, newer.signal)
+        else:
+            new_values = _own_words(newer.signal, older.signal)
+    if not old_values or not new_values:
+        return None  # nothing replaced: a restatement or an elaboration
+    if names_two_slots(older.signal, newer.signal, old_values, new_values):
+        return None
+    same_slot = (trusted and cosine >= policy.slot_cosine) or (
+        cosine >= policy.slot_cosine_floor and shares_words
+    )
+    if not same_slot:
+        return None
+    return SlotUpdate(round(cosine, 4), round(overlap, 4), old_values, new_values)
+
+
+def _own_words(side: Slot, other: Slot) -> tuple[str, ...]:
+    return tuple(f"word:{t}" for t in sorted(set(_content_terms(side.terms)) - set(other.terms)))
+
+
+# -- one rule for both paths ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A memory (or the turn about to become one) as the update rule sees it."""
+
+    speaker: str
+    kind: Kind
+    region: Region
+    triplet: Triplet | None
+    slot: Slot | None
+    frame_vector: Vector | None
+
+
+def _triplets_conflict(first: Triplet | None, second: Triplet | None) -> bool:
+    return (
+        first is not None
+        and second is not None
+        and first.subject == second.subject
+        and first.attribute == second.attribute
+        and normalise(first.value) != normalise(second.value)
+    )
+
+
+def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """Why ``newer`` supersedes ``older`` (kept in the history entry), or None when it does not.
+
+    The extracted triplets say it exactly when both have one (same subject and attribute,
+    another value) — unless the slot signals show two subjects or attributes
+    (``names_two_slots``). Otherwise the slot rule decides. (Additive words do not stop a
+    triplet: "我自己的side project也都用React写了" is a switch told with 也.)
+    """
+    if _triplets_conflict(older.triplet, newer.triplet):
+        assert older.triplet is not None and newer.triplet is not None
+        if (
+            older.slot is not None
+            and newer.slot is not None
+            and names_two_slots(
+                older.slot, newer.slot, *changed_values(older.slot, newer.slot), True
+            )
+        ):
+            return None
+        return f"triplet: {older.triplet.attribute}: {older.triplet.value} -> {newer.triplet.value}"
+    if (
+        older.slot is None
+        or newer.slot is None
+        or older.frame_vector is None
+        or newer.frame_vector is None
+    ):
+        return None
+    update = slot_update(
+        SlotSide(older.speaker, older.kind, older.region, older.slot, older.frame_vector),
+        SlotSide(newer.speaker, newer.kind, newer.region, newer.slot, newer.frame_vector),
+        policy,
+    )
+    return None if update is None else update.describe()

@@ -1,0 +1,79 @@
+"""Links across sessions at recall time: one hop from the best answers to what they share.
+
+A multi-hop question needs two memories from different sessions that the question's words reach
+only one of: "Where did Caroline move from?" finds "since I moved from my home country" and
+misses "a gift from my grandma in my home country, Sweden". Each of the first pass's best
+memories (a *seed*) links to memories of other sessions that share a specific entity with it
+(an entity few memories carry) or that say nearly the same thing (an event told twice); those
+inherit part of the seed's relevance. Done at recall time, over the view, so links follow
+forgetting and erasure without a stored association to keep in step (I8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pipeline.recall.hot_index import NamespaceView
+
+
+def _session(view: NamespaceView, memory_id: str) -> str:
+    record = view.records[memory_id]
+    return record.provenance[0].session_id if record.provenance else ""
+
+
+def linked(
+    view: NamespaceView,
+    seeds: Sequence[tuple[str, float]],
+    accept: Callable[[str], bool],
+    *,
+    min_specificity: float,
+    min_cosine: float,
+    per_seed: int,
+) -> dict[str, float]:
+    """``{memory id: link strength × seed relevance}`` for memories one hop from ``seeds``.
+
+    ``seeds`` are ``(memory id, relevance)``, best first. A link is an entity both carry whose
+    specificity (``entities.specificity``) is at least ``min_specificity`` — its strength is that
+    specificity — or a cosine of at least ``min_cosine`` between the two memories — its strength
+    is the cosine. Only memories of another session than the seed's count (within a session the
+    follow-up path and the segment already connect turns), at most ``per_seed`` per seed, the
+    strongest first; a memory reached from several seeds keeps its best value. Seeds themselves
+    are never returned.
+    """
+    seed_ids = {memory_id for memory_id, _ in seeds}
+    found: dict[str, float] = {}
+    for seed, seed_relevance in seeds:
+        if seed not in view.records:
+            continue
+        session = _session(view, seed)
+        strength: dict[str, float] = {}
+        for key in view.entities.keys_of(seed):
+            key_strength = view.entities.specificity_of(key)
+            if key_strength < min_specificity:
+                continue
+            for other in view.entities.holders(key):
+                if other and key_strength > strength.get(other, 0.0):
+                    strength[other] = key_strength
+        slot = view.slot_of[seed]
+        if view.dimension is not None and view.size:
+            cosines = view.matrix[: view.size] @ view.matrix[slot]
+            close = np.flatnonzero(cosines >= min_cosine)
+            for other_slot, cosine in zip(close.tolist(), cosines[close].tolist(), strict=True):
+                other = view.ids[other_slot]
+                if cosine > strength.get(other, 0.0):
+                    strength[other] = float(cosine)
+        ranked = sorted(
+            (
+                (value, other)
+                for other, value in strength.items()
+                if other not in seed_ids and _session(view, other) != session and accept(other)
+            ),
+            key=lambda item: (-item[0], item[1]),
+        )
+        for value, other in ranked[:per_seed]:
+            inherited = min(1.0, value) * seed_relevance
+            if inherited > found.get(other, 0.0):
+                found[other] = inherited
+    return found

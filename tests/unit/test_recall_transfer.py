@@ -1,0 +1,181 @@
+"""Recall paths meant to transfer to unseen conversations: current values, dates a memory names,
+the speaker a question is about, links across sessions and questions that join two facts."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+from recall_support import AT, HashingEncoder, make_record
+
+from pipeline.recall import HotIndex, RecallEngine
+from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning
+from schemas.memory import MemoryRecord, SourceTurn
+
+ENCODER = HashingEncoder()
+
+
+def said(
+    memory_id: str,
+    content: str,
+    *,
+    speaker: str = "user",
+    session: str = "s1",
+    days_ago: float = 1.0,
+    **changes: object,
+) -> MemoryRecord:
+    created = AT - timedelta(days=days_ago)
+    return make_record(
+        memory_id,
+        content,
+        encoder=ENCODER,
+        created_at=created,
+        provenance=[
+            SourceTurn(
+                event_id=f"evt-{memory_id}", session_id=session, speaker=speaker, event_time=created
+            )
+        ],
+        **changes,  # type: ignore[arg-type]
+    )
+
+
+def engine(records: list[MemoryRecord], tuning: RecallTuning = DEFAULT_TUNING) -> RecallEngine:
+    index = HotIndex(ENCODER.dimension)
+    for record in records:
+        index.apply(record)
+    return RecallEngine(index, ENCODER, tuning=tuning)
+
+
+def ids(engine_: RecallEngine, query: str, at: datetime = AT, limit: int = 5) -> list[str]:
+    return [m.id for m in engine_.recall("ns", query, at=at, limit=limit, truncate=False)]
+
+
+# ----- current values -----
+
+INSTRUMENTS = [
+    said("guitar", "I am learning to play the guitar", days_ago=100),
+    said("piano", "Learning to play the piano now, since spring", days_ago=85),
+    said("soup", "We had tomato soup for lunch", days_ago=2),
+]
+QUESTION = "What am I learning to play now?"
+
+
+def test_a_current_value_question_gets_the_newest_answer_first() -> None:
+    assert ids(engine(INSTRUMENTS), QUESTION)[:2] == ["piano", "guitar"]
+
+
+def test_without_the_rule_the_older_closer_match_wins() -> None:
+    # Both are months old, so freshness barely separates them and the old statement's closer
+    # wording wins; the rule puts the value that holds now first.
+    off = dataclasses.replace(DEFAULT_TUNING, current_value_margin=None)
+    assert ids(engine(INSTRUMENTS, off), QUESTION)[0] == "guitar"
+    # A question that is not about the current value keeps the closer match first.
+    assert ids(engine(INSTRUMENTS), "What am I learning to play?")[0] == "guitar"
+
+
+def test_as_of_a_past_moment_the_newest_is_what_was_newest_then() -> None:
+    before_piano = AT - timedelta(days=90)
+    assert ids(engine(INSTRUMENTS), QUESTION, at=before_piano)[0] == "guitar"
+
+
+def test_chinese_current_value_cues() -> None:
+    records = [
+        said("old", "我在学乐器：吉他", days_ago=100),
+        said("new", "我在学乐器：钢琴", days_ago=85),
+    ]
+    for question in ("我现在在学什么乐器？", "我最近在学什么乐器？", "我目前在学什么乐器？"):
+        assert ids(engine(records), question)[0] == "new", question
+    # No cue: the (very slightly) closer wording stays first.
+    assert ids(engine(records), "我在学什么乐器？")[0] == "old"
+
+
+# ----- dates a memory's words name -----
+
+
+def test_a_window_matches_what_a_memory_says_happened_inside_it() -> None:
+    # Said on 14 May about the evening before; asked about 13 May, a day with memories of its own.
+    records = [
+        said("trilogy", "I watched the whole movie trilogy last night, it was great", days_ago=1.4),
+        said("lunch", "Had a sandwich for lunch at the office", days_ago=2.2),
+        said("movie-other", "That movie night at the cinema was fun", days_ago=20),
+    ]
+    question = "Which movie did I watch on 13 May 2024?"
+    assert ids(engine(records), question)[0] == "trilogy"
+    off = dataclasses.replace(DEFAULT_TUNING, window_references=False)
+    # Without the memory's own date only the lunch is inside the window.
+    assert ids(engine(records, off), question)[0] == "lunch"
+
+
+def test_a_window_no_memory_falls_in_is_ignored_and_its_words_count() -> None:
+    recall = engine([said("weekend", "I volunteered at the weekend career fair", days_ago=90)])
+    memories = recall.recall("ns", "What did I do last weekend?", at=AT, truncate=False)
+    assert [m.id for m in memories] == ["weekend"]
+    assert "bm25" in memories[0].explanation  # "weekend" matched as a word again
+
+
+# ----- the speaker a question names -----
+
+
+def test_a_question_about_one_speaker_prefers_what_that_speaker_said() -> None:
+    records = [
+        said("mel-paint", "Melanie: I painted a lovely sunset with the kids", speaker="Melanie"),
+        said("car-paint", "Caroline: I painted a lovely sunset at the beach", speaker="Caroline"),
+    ]
+    focus = dataclasses.replace(DEFAULT_TUNING, speaker_focus_factor=0.7)
+    assert ids(engine(records, focus), "What did Melanie paint? a lovely sunset")[0] == "mel-paint"
+    assert ids(engine(records, focus), "What did Caroline paint? lovely sunset kids")[0] == (
+        "car-paint"
+    )
+
+
+# ----- one hop across sessions -----
+
+
+def test_a_link_across_sessions_brings_the_second_fact() -> None:
+    # "Stockholm" is an entity only two memories carry, in different sessions: the link follows
+    # it from the memory the words find to the one they do not.
+    records = [
+        said("necklace", "A necklace from my grandma, back in Stockholm", session="s4"),
+        said("moved", "Moving away from Stockholm was hard at first", session="s7"),
+        said("noise", "The weather was nice for a walk", session="s2"),
+    ]
+    records = [
+        r.model_copy(update={"entities": ["Stockholm"]}) if r.id != "noise" else r for r in records
+    ]
+    query = "grandma necklace"
+    off = dataclasses.replace(DEFAULT_TUNING, link_share=0.0)
+    on = dataclasses.replace(DEFAULT_TUNING, link_share=0.7, link_seeds=1)
+    without = {m.id: m for m in engine(records, off).recall("ns", query, at=AT, truncate=False)}
+    found = {m.id: m for m in engine(records, on).recall("ns", query, at=AT, truncate=False)}
+    assert "linked" in found["moved"].explanation
+    assert "linked" not in found["noise"].explanation if "noise" in found else True
+    assert found["moved"].relevance > without.get("moved", found["noise"]).relevance
+
+
+# ----- questions joining two facts -----
+
+
+def test_a_question_joining_two_people_recalls_each_part() -> None:
+    records = [
+        said("mel", "Melanie painted a horse last month", speaker="Melanie", session="s2"),
+        said("car", "Caroline painted a sunset by the lake", speaker="Caroline", session="s5"),
+        *[
+            said(f"other{i}", f"Caroline and Melanie talked about weekend plans {i}", session="s9")
+            for i in range(6)
+        ],
+    ]
+    on = dataclasses.replace(DEFAULT_TUNING, decompose_share=1.0)
+    found = ids(engine(records, on), "What have Caroline and Melanie both painted?", limit=3)
+    assert {"mel", "car"} <= set(found)
+
+
+def test_decomposition_costs_one_encoder_call() -> None:
+    on = dataclasses.replace(DEFAULT_TUNING, decompose_share=1.0)
+    recall = engine([said("a", "Caroline painted a sunset")], on)
+    before = ENCODER.calls
+    recall.recall("ns", "What have Caroline and Melanie both painted?", at=AT)
+    assert ENCODER.calls == before + 1
+
+
+def test_moment_is_aware() -> None:
+    assert AT.tzinfo is UTC

@@ -1,0 +1,222 @@
+"""Updates by slot (``pipeline.memory.rules.slots``): value spans, frames and the update rule.
+
+Pure functions with plain values: the frame vectors are given by hand (``frames_at``), so each
+test states exactly how close two frames are; the real encoder is measured by
+``python -m training.slots.evaluate`` instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from ingest_support import DAY, T0, ExactEncoder, Log, Stages, by_content
+
+from pipeline.ingest.local import LocalPipeline
+from pipeline.memory.rules.slots import (
+    Statement,
+    chinese_number,
+    slot_of,
+    update_reason,
+    value_spans,
+)
+from pipeline.runtime.settings import MemoryPolicy
+from schemas.memory import Kind, Region
+
+POLICY = MemoryPolicy()
+
+
+def frames_at(cosine: float) -> tuple[np.ndarray, np.ndarray]:
+    first = np.array([1.0, 0.0], dtype=np.float32)
+    second = np.array([cosine, math.sqrt(1.0 - cosine * cosine)], dtype=np.float32)
+    return first, second
+
+
+def statement(
+    text: str,
+    vector: np.ndarray,
+    *,
+    speaker: str = "ana",
+    kind: Kind = "fact",
+    region: Region = "semantic",
+) -> Statement:
+    return Statement(speaker, kind, region, None, slot_of(text), vector)
+
+
+def reason(older: str, newer: str, cosine: float, **kinds: object) -> str | None:
+    first, second = frames_at(cosine)
+    return update_reason(
+        statement(older, first, **kinds),  # type: ignore[arg-type]
+        statement(newer, second),
+        POLICY,
+    )
+
+
+# -- value spans -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("一百五", 150), ("四千五", 4500), ("一万二千", 12000), ("十一", 11), ("两百", 200)],
+)
+def test_chinese_numerals_read_as_numbers(text: str, value: int) -> None:
+    assert chinese_number(text) == value
+
+
+def test_numbers_compare_by_value_whatever_their_spelling() -> None:
+    assert slot_of("Our rent is 1,450 a month.").values == ["number:1450"]
+    assert slot_of("We pay 1450 monthly for rent.").values == ["number:1450"]
+    assert slot_of("房租一个月四千五。").values == ["number:4500"]  # 一个: "a", not a number
+
+
+def test_the_frame_masks_values_and_keeps_the_attribute() -> None:
+    slot = slot_of("The dev server listens on port 8080.")
+    assert slot.frame == "The dev server listens on port …."
+    assert "port" in slot.terms and slot.values == ["number:8080"]
+
+
+def test_task_states_are_values_on_one_scale() -> None:
+    assert "state:planned" in slot_of("We're planning to repaint the nursery.").values
+    assert "state:in_progress" in slot_of("装修进行中，在贴砖。").values
+    assert "state:done" in slot_of("Nursery is finished!").values
+
+
+def test_identifiers_and_names_are_values_but_acronyms_and_first_words_are_not() -> None:
+    kinds = {s.value for s in value_spans("Our CI runs on Jenkins, host db-stg-01.internal")}
+    assert kinds == {"name:jenkins", "identifier:db-stg-01.internal"}
+    assert slot_of("Helix won me over.").values == []
+
+
+def test_moments_and_additions_are_flagged() -> None:
+    assert slot_of("Had lunch with Tom yesterday.").moment
+    assert slot_of("周一见了新客户。").moment
+    assert not slot_of("周会是周一上午十点。").moment
+    assert slot_of("I also like old soul records.").additive
+    assert slot_of("我也喜欢看悬疑电影。").additive
+
+
+# -- the rule --------------------------------------------------------------------------------
+
+
+def test_a_number_that_changed_in_the_same_slot_is_an_update() -> None:
+    found = reason("The dev server listens on port 8080.", "dev server port is 5173", 0.85)
+    assert found is not None and "number:8080 -> number:5173" in found
+
+
+def test_a_restated_value_is_not_an_update() -> None:
+    assert reason("Our rent is 1,450 a month.", "We pay 1450 monthly for rent.", 0.95) is None
+
+
+def test_frames_below_the_threshold_are_another_slot() -> None:
+    older, newer = "The dev server listens on port 8080.", "Ping me on 5173"
+    assert reason(older, newer, POLICY.slot_cosine - 0.01) is None
+
+
+def test_close_frames_sharing_most_words_are_one_slot_below_the_cosine() -> None:
+    older, newer = "门锁密码是1357。", "门锁密码2468。"
+    assert reason(older, newer, POLICY.slot_cosine_floor + 0.01) is not None
+    assert reason(older, newer, POLICY.slot_cosine_floor - 0.01) is None
+
+
+def test_a_state_moving_on_is_an_update() -> None:
+    assert reason("PR #482 is in review.", "PR #482 got merged.", 0.81) is not None
+
+
+def test_a_past_event_is_never_superseded_by_another_event() -> None:
+    older = "Ran 5 km this morning in 27 minutes."
+    assert reason(older, "Ran 10 km, 58 minutes.", 0.99) is None
+    assert reason("Had a migraine", "Another migraine", 0.99, region="episodic") is None
+
+
+def test_a_task_told_as_an_event_can_still_move_on() -> None:
+    older = "Started painting the nursery this weekend."
+    assert reason(older, "Nursery painting is finished.", 0.9, region="episodic") is not None
+
+
+def test_another_speaker_never_updates_what_someone_said() -> None:
+    first, second = frames_at(0.99)
+    older = statement("I live in Denver.", first, speaker="melanie")
+    newer = statement("I live in Austin.", second, speaker="caroline")
+    assert update_reason(older, newer, POLICY) is None
+
+
+def test_an_addition_is_not_a_switch() -> None:
+    assert reason("I like Jazz Fusion.", "I also like Bossa Nova.", 0.95) is None
+
+
+def test_a_minimal_pair_of_frames_names_two_attributes() -> None:
+    older, newer = "Our frontend is written in TypeScript.", "Our backend is written in Rust."
+    assert reason(older, newer, 0.95) is None
+
+
+def test_two_values_of_different_kinds_changing_at_once_are_two_subjects() -> None:
+    assert (
+        reason("The Berlin office has 40 people.", "The Lisbon office has 12 people.", 1.0) is None
+    )
+
+
+def test_a_date_and_an_amount_are_two_attributes() -> None:
+    assert reason("Our rent is due on the 1st.", "Our rent is 1,450.", 0.95) is None
+
+
+def test_procedures_emotions_and_small_talk_never_take_part() -> None:
+    older, newer = "The dev server listens on port 8080.", "dev server port is 5173"
+    assert reason(older, newer, 0.95, kind="procedure") is None
+    assert reason(older, newer, 0.95, kind="emotion") is None
+
+
+# -- through the stages ----------------------------------------------------------------------
+
+PORT_OLD = "The dev server listens on port 8080."
+PORT_NEW = "dev server port is 5173"
+
+
+def test_a_slot_update_supersedes_through_the_stages_and_keeps_the_old_memory() -> None:
+    # The turns themselves are far apart; their frames are close (given by hand).
+    encoder = ExactEncoder(
+        {
+            PORT_OLD: [1.0, 0.0, 0.0],
+            PORT_NEW: [0.0, 1.0, 0.0],
+            "The dev server listens on port ….": [0.0, 0.0, 1.0],
+            "dev server port is …": [0.0, 0.3, 1.0],
+        }
+    )
+    stages, log = Stages(encoder), Log()
+    stages.process([log.turn(PORT_OLD, T0), log.turn(PORT_NEW, T0 + 3 * DAY)])
+
+    records = by_content(stages)
+    old, new = records[PORT_OLD], records[PORT_NEW]
+    assert old.status == "superseded" and old.superseded_by == new.id
+    assert old.valid_to == new.valid_from
+    assert "slot: frame cosine" in old.history[-1].detail
+    assert old.slot is not None and old.slot.vector_b64 is not None  # restored with the record
+
+
+def test_a_bank_restored_between_the_two_statements_still_supersedes() -> None:
+    # The older memory's frame vector comes back from its record, not from any cache (I2).
+    encoder = ExactEncoder(
+        {
+            PORT_OLD: [1.0, 0.0, 0.0],
+            PORT_NEW: [0.0, 1.0, 0.0],
+            "The dev server listens on port ….": [0.0, 0.0, 1.0],
+            "dev server port is …": [0.0, 0.3, 1.0],
+        }
+    )
+    pipeline = LocalPipeline(encoder)
+    log = Log()
+    for text, at in ((PORT_OLD, T0), (PORT_NEW, T0 + 3 * DAY)):
+        message = log.turn(text, at)
+        pipeline.publish("acme", message.value)
+        pipeline.run()
+        pipeline.restart()
+
+    records = {r.content: r for r in pipeline.records().values()}
+    assert records[PORT_OLD].status == "superseded"
+    assert records[PORT_OLD].superseded_by == records[PORT_NEW].id
+    assert pipeline.records() == pipeline.replayed()
+
+
+def test_a_question_states_no_value() -> None:
+    assert slot_of("Is the dev server still on port 8080?").question
+    assert reason("Is the dev server on port 8080?", "dev server port is 5173", 0.95) is None

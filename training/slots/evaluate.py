@@ -1,0 +1,169 @@
+"""Precision and recall of "the newer statement supersedes the older one" on the labelled pairs.
+
+Each pair of ``pairs.jsonl`` runs through the stages' own code (``LocalPipeline``: the real
+encoder in ``prepare``, then ``consolidate``), in a namespace of its own: the older statement at
+T0, the newer one ten days later. A pair counts as superseded when the older statement's memory
+ends ``superseded`` by the newer statement's memory.
+
+    python -m training.slots.evaluate --half tune [--show]
+    python -m training.slots.evaluate --half test        # once, at the end; never with --show
+
+Prints JSON: precision, recall and counts per half, per language and per category.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pipeline.ingest.local import LocalPipeline
+from pipeline.memory.rules.extraction import memory_id
+from pipeline.models.encoders import Encoder, load_encoder
+from pipeline.runtime.settings import Settings
+from schemas.events import TurnRecorded
+
+PAIRS = Path(__file__).with_name("pairs.jsonl")
+T0 = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
+GAP = timedelta(days=10)
+
+
+@dataclass(frozen=True)
+class Pair:
+    id: str
+    half: str
+    lang: str
+    category: str
+    sub: str
+    older: dict[str, str]
+    newer: dict[str, str]
+    supersedes: bool
+
+
+@dataclass(frozen=True)
+class Outcome:
+    pair: Pair
+    superseded: bool
+    older_kept: bool  # the older statement formed a memory at all
+    newer_kept: bool
+    detail: str
+
+
+def load_pairs(path: Path = PAIRS) -> list[Pair]:
+    return [Pair(**orjson.loads(line)) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _turn(pair: Pair, which: str, at: datetime) -> TurnRecorded:
+    side = pair.older if which == "older" else pair.newer
+    return TurnRecorded(
+        event_id=f"{pair.id}-{which}",
+        namespace=f"pairs-{pair.id}",
+        event_time=at,
+        session_id=f"{pair.id}-{which}",
+        speaker=side["speaker"],
+        text=side["text"],
+    )
+
+
+def run_pairs(pairs: Sequence[Pair], encoder: Encoder, settings: Settings) -> list[Outcome]:
+    pipeline = LocalPipeline(encoder, settings.memory)
+    turns: dict[str, tuple[TurnRecorded, TurnRecorded]] = {}
+    for pair in pairs:
+        older, newer = _turn(pair, "older", T0), _turn(pair, "newer", T0 + GAP)
+        turns[pair.id] = (older, newer)
+        pipeline.publish(older.namespace, older)
+        pipeline.publish(newer.namespace, newer)
+    pipeline.run(prepare_batch_size=settings.batch_size)
+    records = pipeline.records()
+    outcomes = []
+    for pair in pairs:
+        older, newer = turns[pair.id]
+        older_id = memory_id(older.namespace, [older.event_id], older.text)
+        newer_id = memory_id(newer.namespace, [newer.event_id], newer.text)
+        old, new = records.get(older_id), records.get(newer_id)
+        superseded = (
+            old is not None and old.status == "superseded" and old.superseded_by == newer_id
+        )
+        detail = ""
+        if old is not None:
+            detail = f"old {old.kind}/{old.region} {old.status}"
+            if any(h.change == "confirmed" for h in old.history):
+                detail += " (merged)"
+        if new is not None:
+            detail += f"; new {new.kind}/{new.region}"
+            entry = (
+                next((h for h in old.history if h.change == "superseded"), None) if old else None
+            )
+            if entry is not None:
+                detail += f"; {entry.detail}"
+        outcomes.append(Outcome(pair, superseded, old is not None, new is not None, detail))
+    return outcomes
+
+
+def _scores(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    tp = sum(o.superseded and o.pair.supersedes for o in outcomes)
+    fp = sum(o.superseded and not o.pair.supersedes for o in outcomes)
+    fn = sum(not o.superseded and o.pair.supersedes for o in outcomes)
+    return {
+        "pairs": len(outcomes),
+        "precision": round(tp / (tp + fp), 3) if tp + fp else None,
+        "recall": round(tp / (tp + fn), 3) if tp + fn else None,
+        "true_supersedes": tp,
+        "false_supersedes": fp,
+        "missed_updates": fn,
+    }
+
+
+def report(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    by_lang = {
+        lang: _scores([o for o in outcomes if o.pair.lang == lang])
+        for lang in sorted({o.pair.lang for o in outcomes})
+    }
+    by_category = {
+        category: dict(
+            superseded=sum(o.superseded for o in outcomes if o.pair.category == category),
+            of=sum(o.pair.category == category for o in outcomes),
+        )
+        for category in sorted({o.pair.category for o in outcomes})
+    }
+    return {"all": _scores(outcomes), "by_language": by_lang, "by_category": by_category}
+
+
+def pairs_digest(pairs: Sequence[Pair]) -> str:
+    return hashlib.sha256(b"".join(orjson.dumps(p.__dict__) for p in pairs)).hexdigest()[:12]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.slots.evaluate")
+    parser.add_argument("--half", choices=["tune", "test", "all"], required=True)
+    parser.add_argument("--show", action="store_true", help="list the errors (tune half only)")
+    parser.add_argument("--pairs", type=Path, default=PAIRS)
+    args = parser.parse_args(argv)
+    if args.show and args.half != "tune":
+        parser.error("--show lists pairs: only for the tune half")
+    pairs = [p for p in load_pairs(args.pairs) if args.half in {"all", p.half}]
+    settings = Settings.from_env()
+    outcomes = run_pairs(pairs, load_encoder(settings.encoder), settings)
+    result = {"half": args.half, "pairs_digest": pairs_digest(pairs), **report(outcomes)}
+    if args.show:
+        for o in outcomes:
+            if o.superseded != o.pair.supersedes:
+                kind = "FALSE SUPERSEDE" if o.superseded else "MISSED"
+                print(
+                    f"{kind:16} {o.pair.id} {o.pair.lang} {o.pair.category}/{o.pair.sub}: "
+                    f"{o.pair.older['text']!r} -> {o.pair.newer['text']!r} [{o.detail}]",
+                    file=sys.stderr,
+                )
+    print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
