@@ -291,10 +291,19 @@ def _field(manifest: dict[str, Any], name: str, kind: type) -> Any:
     return value
 
 
+def versioned_id(name: str, weights_sha256: str) -> str:
+    """The id recorded with each prepared event: the file's name and its arrays' hash."""
+    return f"{name}-{weights_sha256[:12]}"
+
+
 def load_turn_classifier(
     model_id: str = DEFAULT_MODEL, directory: Path = WEIGHTS_DIR
 ) -> TurnClassifier:
-    """Load ``<directory>/<model_id>.json`` and its arrays; the arrays' hash must match."""
+    """Load ``<directory>/<model_id>.json`` and its arrays; the arrays' hash must match.
+
+    ``model_id`` names the file; the loaded classifier's :attr:`TurnClassifier.id` adds the
+    arrays' hash, so a retrained file is a new id on every event it prepares.
+    """
     manifest_path = directory / f"{model_id}.json"
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
@@ -311,8 +320,11 @@ def load_turn_classifier(
         raise ClassifierFileError(f"weights_sha256: {arrays_path} does not match its manifest")
     with np.load(arrays_path, allow_pickle=False) as stored:
         arrays = {name: np.asarray(stored[name], dtype=np.float64) for name in stored.files}
-    if _field(manifest, "model_id", str) != model_id:
-        raise ClassifierFileError(f"model_id: {manifest_path} holds {manifest['model_id']!r}")
+    expected = versioned_id(model_id, digest)
+    if _field(manifest, "model_id", str) != expected:
+        raise ClassifierFileError(
+            f"model_id: {manifest_path} holds {manifest['model_id']!r}, expected {expected!r}"
+        )
     return TurnClassifier(manifest, arrays)
 
 

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +25,12 @@ from pipeline.models.classifier import (
     gram_features,
     lexical_features,
     load_turn_classifier,
+    versioned_id,
 )
 from pipeline.models.encoders import Encoder, EncoderUnavailable, MiniLMEncoder, load_encoder
 from training.turn_classifier.corpus_stats import LABELS, load_corpus, normalise
 from training.turn_classifier.data import corpus_sha256
-from training.turn_classifier.split import is_held_back, split
+from training.turn_classifier.split import folds_of, split
 
 # Written for this test, in the corpus' label definitions; none is a corpus turn (checked below).
 CLEAR_CASES: dict[str, list[str]] = {
@@ -79,7 +81,11 @@ def test_the_shipped_file_loads_and_matches_its_manifest(classifier: TurnClassif
     training = spec["training"]
     assert isinstance(training, dict)
 
-    assert classifier.id == DEFAULT_MODEL == spec["model_id"]
+    assert classifier.id == spec["model_id"] == versioned_id(DEFAULT_MODEL, spec["weights_sha256"])  # type: ignore[arg-type]
+    assert (
+        classifier.id.startswith(f"{DEFAULT_MODEL}-")
+        and len(classifier.id) == len(DEFAULT_MODEL) + 13
+    )
     assert classifier.labels == LABELS
     assert set(spec["non_memory_labels"]) == set(NON_MEMORY_LABELS)  # type: ignore[arg-type]
     assert tuple(spec["lexical_features"]) == LEXICAL_FEATURES  # type: ignore[arg-type]
@@ -104,15 +110,32 @@ def test_the_file_was_trained_on_this_corpus_and_its_training_quarters() -> None
     )
 
 
-def test_the_split_is_a_fixed_quarter_chosen_by_the_id() -> None:
+def test_the_split_holds_back_a_quarter_of_every_label_and_language_the_same_way_each_time() -> (
+    None
+):
     turns = load_corpus()
-    held = [t for t in turns if is_held_back(t.id)]
+    kept, held = split(turns)
+    _, again_held = split(list(reversed(turns)))
 
-    assert 0.2 < len(held) / len(turns) < 0.3
-    assert is_held_back("en-0001") == (
-        hashlib.sha256(b"hindsight-turn-classifier/en-0001").digest()[0] % 4 == 0
-    )
-    assert {t.label for t in held} == set(LABELS)
+    assert {t.id for t in held} == {t.id for t in again_held}, "the file's order does not matter"
+    assert not {t.id for t in kept} & {t.id for t in held}
+    assert len(kept) + len(held) == len(turns)
+    strata = Counter((t.label, t.lang) for t in turns)
+    held_strata = Counter((t.label, t.lang) for t in held)
+    for stratum, size in strata.items():
+        assert held_strata[stratum] == -(-size // 4), stratum  # a quarter, rounded up
+
+
+def test_the_folds_deal_each_stratum_of_the_training_turns_evenly() -> None:
+    kept, _ = split(load_corpus())
+    fold = folds_of(kept, 5)
+
+    assert set(fold) == {t.id for t in kept}
+    per_stratum: dict[tuple[str, str], Counter[int]] = {}
+    for turn in kept:
+        per_stratum.setdefault((turn.label, turn.lang), Counter())[fold[turn.id]] += 1
+    for counts in per_stratum.values():
+        assert max(counts.values()) - min(counts.get(f, 0) for f in range(5)) <= 1
 
 
 def test_the_runtime_does_not_import_the_training_library() -> None:
@@ -217,7 +240,7 @@ def test_the_rules_setting_and_another_encoder_mean_no_learned_classifier(
 ) -> None:
     assert classifier_for("rules", MiniLMEncoder.name) is None
     learned = classifier_for("learned", MiniLMEncoder.name)
-    assert learned is not None and learned.id == DEFAULT_MODEL
+    assert learned is not None and learned.id == load_turn_classifier().id
 
     with caplog.at_level(logging.WARNING, logger="hindsight.classifier"):
         assert classifier_for("learned", "some-other-encoder") is None
@@ -249,3 +272,27 @@ def test_clear_cases_are_filtered_or_kept_as_their_kind(
 
     assert verdict.remember is (label not in NON_MEMORY_LABELS), verdict.reason
     assert verdict.kind == LABEL_KIND[label], verdict.reason
+
+
+# -- in prepare -------------------------------------------------------------------------------
+def test_prepare_records_the_shipped_id_and_uses_its_decision(
+    classifier: TurnClassifier, encoder: Encoder
+) -> None:
+    from ingest_support import Log
+
+    from pipeline.ingest.prepare import prepare_batch
+    from schemas.codec import decode_prepared
+
+    log = Log()
+    thanks, fact = CLEAR_CASES["thanks"][0], CLEAR_CASES["fact"][0]
+    learned = classifier_for("learned", encoder.name)
+    assert learned is not None
+
+    batch = prepare_batch([log.turn(thanks), log.turn(fact)], encoder, classifier=learned)
+
+    filtered, kept = [decode_prepared(value) for value in batch.values]
+    assert filtered.models.classifier == kept.models.classifier == classifier.id
+    assert filtered.analysis is not None and not filtered.analysis.remember
+    assert filtered.analysis.reason.startswith("learned: thanks")
+    assert kept.analysis is not None and kept.analysis.remember and kept.analysis.kind == "fact"
+    assert kept.analysis.vector_b64 is not None

@@ -1,10 +1,13 @@
 """What the classifier is trained and scored on: corpus turns as ``prepare`` would present them.
 
-``prepare`` embeds a turn's search text, ``"<speaker>: <text>"``, and the classifier reads that
-vector, so training does the same. The corpus has no speakers, so each turn is framed with
-speaker names drawn by a hash of its id from a fixed, mixed list (a role, English and Chinese
-names); training uses two framings per turn so that the name is noise the model learns to ignore.
-The held-back evaluation uses one framing per turn, drawn the same way.
+``prepare`` embeds a turn's search text (``pipeline.memory.rules.extraction.search_text``:
+``"<speaker>: <text>"`` and, in brackets, the dates its relative time phrases point at) and the
+classifier reads that vector, so training embeds the same text, made by the same function, with
+one fixed event time (:data:`EVENT_TIME`; the corpus has none). The corpus has no speakers
+either, so each turn is framed with speaker names drawn by a hash of its id from a fixed, mixed
+list (a role, English and Chinese names); training uses two framings per turn so that the name
+is noise the model learns to ignore. The held-back evaluation uses one framing per turn, drawn
+the same way.
 
 Embeddings can be cached on disk (keyed by encoder id and text) to make reruns fast; the cache
 only saves time, the vectors are the encoder's.
@@ -15,11 +18,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.memory.rules.extraction import search_text as runtime_search_text
 from pipeline.models.classifier import lexical_features
 from pipeline.models.encoders import Encoder, encoder_id
 from training.turn_classifier.corpus_stats import CORPUS_PATH, LABELS, Turn
@@ -45,6 +50,7 @@ SPEAKERS: tuple[str, ...] = (
 )
 TRAINING_FRAMINGS = (1, 2)  # two speakers per training turn
 EVALUATION_FRAMING = 1
+EVENT_TIME = datetime(2024, 5, 8, 12, 0, tzinfo=UTC)  # a Wednesday; only time notes read it
 
 
 def speaker_for(turn_id: str, framing: int) -> str:
@@ -54,7 +60,7 @@ def speaker_for(turn_id: str, framing: int) -> str:
 
 def search_text(turn: Turn, framing: int) -> str:
     """The text ``prepare`` embeds for this turn said by the framing's speaker."""
-    return f"{speaker_for(turn.id, framing)}: {turn.text}"
+    return runtime_search_text(speaker_for(turn.id, framing), turn.text, EVENT_TIME)
 
 
 def corpus_sha256(path: Path = CORPUS_PATH) -> str:

@@ -1,49 +1,58 @@
-"""The corpus split: a held-back quarter chosen by a hash of each turn's id, and nothing else.
+"""The corpus split: a held-back quarter, stratified by label and language, fixed by a seed.
 
-A turn is held back when the first byte of ``sha256("hindsight-turn-classifier/" + id)`` is
-divisible by 4. The split depends on the id alone (never on the text, the label or an order), so
-it cannot be steered towards easy or hard turns, and turns added later fall on either side by the
-same rule. The held-back quarter is only ever scored by ``evaluate``; every choice (features,
+Within each (label, language) stratum the turns are ordered by ``sha256(SEED + id)`` and every
+fourth one, starting with the first, is held back; so each stratum gives a quarter (rounded up)
+and the split depends on the ids and their strata alone, never on the text or the file's order.
+The held-back quarter is only ever scored by ``evaluate``; every choice (features,
 hyper-parameters, the filter threshold) is made by cross-validation on the other three quarters.
-Cross-validation folds are hashed the same way with another salt, so they are as fixed as the split.
+The cross-validation folds are dealt the same way within each stratum of the training turns, with
+another seed, so they are as fixed as the split.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-SALT = "hindsight-turn-classifier/"
-FOLD_SALT = "hindsight-turn-classifier-fold/"
-HELD_BACK_MODULUS = 4
+SEED = "hindsight-turn-classifier/"
+FOLD_SEED = "hindsight-turn-classifier-fold/"
+HELD_BACK_EVERY = 4  # one turn in four
 
 
-class HasId(Protocol):
+class Stratified(Protocol):
     @property
     def id(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def lang(self) -> str: ...
 
 
-T = TypeVar("T", bound=HasId)
+T = TypeVar("T", bound=Stratified)
 
 
-def _first_byte(salt: str, turn_id: str) -> int:
-    return hashlib.sha256((salt + turn_id).encode("utf-8")).digest()[0]
-
-
-def is_held_back(turn_id: str) -> bool:
-    """True for the quarter kept for the final evaluation."""
-    return _first_byte(SALT, turn_id) % HELD_BACK_MODULUS == 0
+def _rank_in_stratum(turns: Sequence[T], seed: str) -> dict[str, int]:
+    """Each turn's position in its (label, language) stratum, ordered by the seeded id hash."""
+    strata: dict[tuple[str, str], list[T]] = defaultdict(list)
+    for turn in turns:
+        strata[(turn.label, turn.lang)].append(turn)
+    rank: dict[str, int] = {}
+    for members in strata.values():
+        ordered = sorted(members, key=lambda t: hashlib.sha256((seed + t.id).encode()).digest())
+        rank.update((turn.id, position) for position, turn in enumerate(ordered))
+    return rank
 
 
 def split(turns: Sequence[T]) -> tuple[list[T], list[T]]:
     """(training turns, held-back turns), each in corpus order."""
-    training = [turn for turn in turns if not is_held_back(turn.id)]
-    held_back = [turn for turn in turns if is_held_back(turn.id)]
-    return training, held_back
+    rank = _rank_in_stratum(turns, SEED)
+    held = {turn_id for turn_id, position in rank.items() if position % HELD_BACK_EVERY == 0}
+    return [t for t in turns if t.id not in held], [t for t in turns if t.id in held]
 
 
-def fold_of(turn_id: str, folds: int) -> int:
-    """The cross-validation fold of a training turn (a hash of the id, like the split)."""
-    digest = hashlib.sha256((FOLD_SALT + turn_id).encode("utf-8")).digest()
-    return int.from_bytes(digest[:4], "big") % folds
+def folds_of(training: Sequence[T], folds: int) -> dict[str, int]:
+    """The cross-validation fold of each training turn (by id), dealt within each stratum."""
+    ranks = _rank_in_stratum(training, FOLD_SEED)
+    return {turn_id: position % folds for turn_id, position in ranks.items()}

@@ -42,19 +42,21 @@ from pipeline.models.classifier import (
     LEXICAL_FEATURES,
     WEIGHTS_DIR,
     gram_features,
+    versioned_id,
 )
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
 from training.turn_classifier.corpus_stats import LABELS, NON_MEMORY_LABELS, Turn, load_corpus
 from training.turn_classifier.data import (
     ENCODER,
     EVALUATION_FRAMING,
+    EVENT_TIME,
     SPEAKERS,
     TRAINING_FRAMINGS,
     Inputs,
     corpus_sha256,
     inputs,
 )
-from training.turn_classifier.split import FOLD_SALT, SALT, fold_of, split
+from training.turn_classifier.split import FOLD_SEED, HELD_BACK_EVERY, SEED, folds_of, split
 
 FOLDS = 5
 TARGET_PRECISION = 0.95  # of the turns filtered away, at least this share must be non-memory
@@ -75,9 +77,12 @@ class Config:
         return f"C={self.c:g}, n-grams: {grams}"
 
 
-# Chosen with --select (docs/CLASSIFIER.md has the table).
+# --select scores GRID by cross-validation and fits the best (the highest out-of-fold filter
+# recall at TARGET_PRECISION, then macro F1); without it, CHOSEN (what --select picked last;
+# training/turn_classifier/RESULTS.md has the table). The embedding-only rows (n-grams: none,
+# C = 1, 3, 10) were scored in the first run and left out of the grid after: they trail by far.
+GRID = [Config(c, 1 << 15) for c in (3.0, 10.0, 30.0)]
 CHOSEN = Config(c=30.0, gram_buckets=1 << 15)
-GRID = [Config(c, buckets) for buckets in (0, 1 << 15) for c in (1.0, 3.0, 10.0, 30.0, 100.0)]
 
 
 # -- the design matrix --------------------------------------------------------------------
@@ -143,11 +148,12 @@ class FoldInputs:
 def fold_inputs(turns: Sequence[Turn], encoder: Encoder, cache: Path | None) -> FoldInputs:
     training = inputs(turns, encoder, TRAINING_FRAMINGS, cache)
     scoring = inputs(turns, encoder, (EVALUATION_FRAMING,), cache)
+    fold = folds_of(turns, FOLDS)
     return FoldInputs(
         training=training,
         scoring=scoring,
-        training_folds=np.array([fold_of(t.id, FOLDS) for t in training.turns]),
-        scoring_folds=np.array([fold_of(t.id, FOLDS) for t in scoring.turns]),
+        training_folds=np.array([fold[t.id] for t in training.turns]),
+        scoring_folds=np.array([fold[t.id] for t in scoring.turns]),
     )
 
 
@@ -260,7 +266,7 @@ def export(
     (out / weights_file).write_bytes(payload)
 
     manifest = {
-        "model_id": DEFAULT_MODEL,
+        "model_id": versioned_id(DEFAULT_MODEL, hashlib.sha256(payload).hexdigest()),
         "model_type": "multinomial logistic regression (scikit-learn lbfgs, L2)",
         "encoder_name": encoder.name,
         "encoder_id": encoder_id(encoder),
@@ -285,8 +291,15 @@ def export(
             "corpus": "training/turn_classifier/corpus.jsonl",
             "corpus_sha256": corpus_sha256(),
             **counts,
-            "split": f"held back when sha256('{SALT}' + id)[0] % 4 == 0",
-            "folds": f"{FOLDS} folds by sha256('{FOLD_SALT}' + id)[:4] % {FOLDS}",
+            "split": (
+                f"per (label, lang) stratum, turns ordered by sha256('{SEED}' + id); "
+                f"every {HELD_BACK_EVERY}th from the first held back"
+            ),
+            "folds": (
+                f"{FOLDS} folds dealt in turn within each (label, lang) stratum of the training "
+                f"turns, ordered by sha256('{FOLD_SEED}' + id)"
+            ),
+            "event_time": EVENT_TIME.isoformat(),
             "speaker_framings": list(TRAINING_FRAMINGS),
             "speakers": list(SPEAKERS),
             "cross_validation": cv,
@@ -315,18 +328,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         training_turns, held_back = split(load_corpus())
         encoder = load_encoder(ENCODER)
         data = fold_inputs(training_turns, encoder, args.cache)
+        chosen, cv = CHOSEN, None
         if args.select:
+            scored = []
             for config in GRID:
-                print(json.dumps(cv_summary(data, config)), flush=True)
-        cv = cv_summary(data, CHOSEN)
+                summary = cv_summary(data, config)
+                print(json.dumps(summary), flush=True)
+                scored.append((summary["non_memory_recall"], summary["macro_f1"], config, summary))
+            _, _, chosen, cv = max(scored, key=lambda row: (row[0], row[1]))
+        if cv is None:
+            cv = cv_summary(data, chosen)
         print(json.dumps({"chosen": cv}), flush=True)
-        model, scaling = fit(data.training, CHOSEN)
+        model, scaling = fit(data.training, chosen)
     counts = {
         "corpus_turns": len(training_turns) + len(held_back),
         "training_turns": len(training_turns),
         "held_back_turns": len(held_back),
     }
-    path = export(args.out, model, scaling, CHOSEN, cv["keep_threshold"], encoder, cv, counts)
+    path = export(args.out, model, scaling, chosen, cv["keep_threshold"], encoder, cv, counts)
     print(f"wrote {path}")
     return 0
 
