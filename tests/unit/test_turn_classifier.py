@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.models.artefacts import MINILM
 from pipeline.models.classifier import (
     DEFAULT_MODEL,
     LABEL_KIND,
@@ -27,7 +28,12 @@ from pipeline.models.classifier import (
     load_turn_classifier,
     versioned_id,
 )
-from pipeline.models.encoders import Encoder, EncoderUnavailable, MiniLMEncoder, load_encoder
+from pipeline.models.encoders import (
+    MODEL_DIMENSIONS,
+    Encoder,
+    EncoderUnavailable,
+    load_encoder,
+)
 from training.turn_classifier.corpus_stats import LABELS, load_corpus, normalise
 from training.turn_classifier.data import corpus_sha256
 from training.turn_classifier.split import folds_of, split
@@ -87,10 +93,10 @@ def test_the_shipped_file_loads_and_matches_its_manifest(classifier: TurnClassif
         and len(classifier.id) == len(DEFAULT_MODEL) + 13
     )
     assert classifier.labels == LABELS
-    assert set(spec["non_memory_labels"]) == set(NON_MEMORY_LABELS)  # type: ignore[arg-type]
+    assert set(spec["non_memory_labels"]) == set(NON_MEMORY_LABELS)  # type: ignore[call-overload]
     assert tuple(spec["lexical_features"]) == LEXICAL_FEATURES  # type: ignore[arg-type]
-    assert classifier.encoder_name == MiniLMEncoder.name
-    assert classifier.dimension == MiniLMEncoder.dimension
+    assert classifier.encoder_name == MINILM.name
+    assert classifier.dimension == MODEL_DIMENSIONS[MINILM.name]
     assert 0.0 < classifier.threshold < 1.0
     weights = WEIGHTS_DIR / str(spec["weights_file"])
     assert hashlib.sha256(weights.read_bytes()).hexdigest() == spec["weights_sha256"]
@@ -238,8 +244,8 @@ def test_lexical_and_gram_features_are_pure_functions_of_the_text() -> None:
 def test_the_rules_setting_and_another_encoder_mean_no_learned_classifier(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    assert classifier_for("rules", MiniLMEncoder.name) is None
-    learned = classifier_for("learned", MiniLMEncoder.name)
+    assert classifier_for("rules", MINILM.name) is None
+    learned = classifier_for("learned", MINILM.name)
     assert learned is not None and learned.id == load_turn_classifier().id
 
     with caplog.at_level(logging.WARNING, logger="hindsight.classifier"):
@@ -249,7 +255,7 @@ def test_the_rules_setting_and_another_encoder_mean_no_learned_classifier(
     assert len(warnings) == 1, "said once, not per batch"
 
     with pytest.raises(ClassifierFileError, match="learned or rules"):
-        classifier_for("Learned", MiniLMEncoder.name)
+        classifier_for("Learned", MINILM.name)
 
 
 # -- clear cases ------------------------------------------------------------------------------

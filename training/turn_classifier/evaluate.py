@@ -29,6 +29,7 @@ from training.turn_classifier.data import ENCODER, EVALUATION_FRAMING, inputs
 from training.turn_classifier.split import split
 
 NOT_REMEMBERED = "(not remembered)"
+CHATTER_LABELS = ("small_talk", "filler", "greeting", "thanks")
 KIND_CLASSES = (
     NOT_REMEMBERED,
     "preference",
@@ -112,6 +113,9 @@ def evaluate(
     learned_kinds = [v.kind if v.remember else NOT_REMEMBERED for v in verdicts]
     rules_kinds = [r.kind if r.remember else NOT_REMEMBERED for r in rules]
     is_non_memory = [label in NON_MEMORY_LABELS for label in truth]
+    # Chatter: the four social labels (questions are the fifth non-memory label). Turns of the
+    # other non-memory label are left out of its figures, so a filtered question counts neither way.
+    chatter = [i for i, label in enumerate(truth) if label != "question"]
     by_language: dict[str, Any] = {}
     for lang in ("en", "zh", "mixed"):
         picks = [i for i, t in enumerate(held_back) if t.lang == lang]
@@ -133,6 +137,24 @@ def evaluate(
             "rules": binary(is_non_memory, [not r.remember for r in rules]),
         },
         "filter_by_language": by_language,
+        "chatter_filter": {
+            "learned": binary(
+                [label in CHATTER_LABELS for label in (truth[i] for i in chatter)],
+                [not verdicts[i].remember for i in chatter],
+            ),
+            "rules": binary(
+                [label in CHATTER_LABELS for label in (truth[i] for i in chatter)],
+                [not rules[i].remember for i in chatter],
+            ),
+        },
+        "labels_learned_by_language": {
+            lang: per_class(
+                [truth[i] for i, t in enumerate(held_back) if t.lang == lang],
+                [learned_labels[i] for i, t in enumerate(held_back) if t.lang == lang],
+                LABELS,
+            )
+            for lang in ("en", "zh", "mixed")
+        },
         "labels_learned": per_class(truth, learned_labels, LABELS),
         "kinds": {
             "learned": per_class(truth_kinds, learned_kinds, KIND_CLASSES),
@@ -181,7 +203,14 @@ def render(report: dict[str, Any]) -> str:
                 ]
             )
     header = ["turns", "classifier", "non-memory P", "non-memory R", "F1", "memories kept", "n"]
-    out += [_table(header, rows), "", "Kinds as prepare stores them (P / R / F1):"]
+    out += [_table(header, rows), "", "Chatter filter (small_talk, filler, greeting, thanks"]
+    out += ["against the memory kinds; questions left out):"]
+    rows = [
+        [who, f["non_memory_precision"], f["non_memory_recall"], f["non_memory_f1"], f["turns"]]
+        for who, f in report["chatter_filter"].items()
+    ]
+    out += [_table(["classifier", "chatter P", "chatter R", "F1", "n"], rows)]
+    out += ["", "Kinds as prepare stores them (P / R / F1):"]
     learned, rules = report["kinds"]["learned"], report["kinds"]["rules"]
     rows = [
         [
@@ -207,6 +236,20 @@ def render(report: dict[str, Any]) -> str:
         for name in [*LABELS, "macro"]
     ]
     out += [_table(["label", "n", "precision", "recall", "F1"], rows), ""]
+    out += ["Learned, per corpus label and language (P / R, n):"]
+    by_lang = report["labels_learned_by_language"]
+    rows = [
+        [
+            name,
+            *(
+                f"{by_lang[lang][name]['precision']:.2f} / {by_lang[lang][name]['recall']:.2f}"
+                + (f" ({by_lang[lang][name]['support']})" if name != "macro" else "")
+                for lang in ("en", "zh", "mixed")
+            ),
+        ]
+        for name in [*LABELS, "macro"]
+    ]
+    out += [_table(["label", "en", "zh", "mixed"], rows), ""]
     matrix = report["confusion_learned"]["rows_true_columns_predicted"]
     short = [label[:6] for label in LABELS]
     out += ["Learned confusion matrix (rows: true label, columns: predicted):"]
