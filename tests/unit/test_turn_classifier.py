@@ -41,7 +41,7 @@ from training.turn_classifier.split import folds_of, split
 # Written for this test, in the corpus' label definitions; none is a corpus turn (checked below).
 CLEAR_CASES: dict[str, list[str]] = {
     "small_talk": ["haha that's wild, what a story", "哈哈哈太好笑了吧"],
-    "filler": ["mm-hmm, go on", "嗯嗯"],
+    "filler": ["mm-hmm, go on", "嗯，行"],
     "greeting": ["good morning!", "早上好"],
     "thanks": ["thank you, that helped a lot", "非常感谢你"],
     "question": ["how do I reverse a list in Python?", "怎么把文件压缩成zip？"],
