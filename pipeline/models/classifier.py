@@ -1,6 +1,6 @@
 """The learned turn classifier: remember or not, and as what kind, from a turn's embedding.
 
-A multinomial logistic regression (see ``docs/CLASSIFIER.md``) trained by
+A multinomial logistic regression (see ``training/turn_classifier/RESULTS.md``) trained by
 ``python -m training.turn_classifier.train`` on the team's labelled corpus and shipped as a
 versioned file pair under ``weights/``: the arrays (``<id>.npz``) and a manifest (``<id>.json``:
 model id, the encoder it was trained on, the feature spec, the labels, the corpus hash, the library

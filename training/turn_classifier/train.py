@@ -3,7 +3,7 @@
     python -m training.turn_classifier.train [--select] [--cache DIR] [--out DIR]
 
 Only the training three quarters of the corpus (``split.py``) are read here. What was chosen and
-how (see docs/CLASSIFIER.md):
+how (see training/turn_classifier/RESULTS.md):
 
 - the model and its features: by 5-fold cross-validation on the training quarters (folds hashed
   from the ids); ``--select`` re-runs that grid and prints it;
