@@ -15,6 +15,7 @@ import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from schemas.memory import Kind, Triplet
+from schemas.policy import RedactionSettings
 
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 MAX_TURN_CHARS = 16_000
@@ -97,7 +98,7 @@ class TurnRecorded(_Event):
             raise ValueError("text: must not be empty or whitespace")
 
 
-CommandName = Literal["forget", "erase", "pin", "unpin", "tick", "feedback"]
+CommandName = Literal["forget", "erase", "pin", "unpin", "tick", "feedback", "set_policy"]
 
 
 class CommandIssued(_Event):
@@ -105,7 +106,8 @@ class CommandIssued(_Event):
 
     ``forget`` marks memories forgotten (kept for audit, never recalled); ``erase`` is the hard
     erase; ``tick`` advances event time so idle consolidation and cooling happen on replay too;
-    ``feedback`` carries a usefulness score for memories an answer used.
+    ``feedback`` carries a usefulness score for memories an answer used; ``set_policy`` sets the
+    namespace's redaction from this position on (schemas/policy.py).
     """
 
     schema_version: Literal[1] = COMMAND_SCHEMA_VERSION
@@ -116,6 +118,11 @@ class CommandIssued(_Event):
     query: str | None = Field(default=None, max_length=4_000)
     reason: str | None = Field(default=None, max_length=1_000)
     score: float | None = None
+    redaction: RedactionSettings | None = None  # set_policy only
+
+    def model_post_init(self, __context: Any) -> None:
+        if (self.command == "set_policy") != (self.redaction is not None):
+            raise ValueError("redaction: required with set_policy and only there")
 
 
 class RecallHit(BaseModel):

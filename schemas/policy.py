@@ -1,13 +1,15 @@
-"""Per-namespace policy as a command event on the input log (a proposal, ready to register).
+"""Per-namespace policy: redaction settings, set by a command on the input log.
 
-Redaction is opt-in per namespace. Making the policy an event *in the namespace's own order*
-(keyed by namespace on the input log, like turns) means: every turn after the policy event is
-redacted, every turn before it is not, and replay reproduces exactly that (I2) with no config
-file to keep in step. ``prepare`` folds these events into a per-namespace policy table and
-calls ``pipeline.memory.rules.redaction.redact`` with it before extraction and embedding.
+Redaction is opt-in per namespace. The policy is a ``CommandIssued`` with ``command:
+"set_policy"`` *in the namespace's own order* (keyed by namespace on the input log, like turns):
+every turn after it follows it, every turn before it does not, and replay reproduces exactly that
+(I2) with no config file to keep in step.
 
-Not yet in ``schemas.events.EVENT_TYPES``: the one-log rewrite registers it with the input log's
-other event types.
+``prepare`` keeps each namespace's policy history (:class:`NamespacePolicies`, every policy with
+the input position it took effect at) in the compacted ``hindsight.policies.v1`` topic, written
+before the prepared events that used it. A ``prepare`` worker that takes a partition over, or a
+batch prepared twice after a crash, reads the policy in force *at each turn's offset* from that
+history, so the result does not depend on which worker prepared it or when.
 """
 
 from __future__ import annotations
@@ -16,9 +18,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.events import EventId, EventTime, Namespace
-
-NAMESPACE_POLICY_VERSION: Final = 1
+POLICIES_SCHEMA_VERSION: Final = 1
 
 PiiKind = Literal["SECRET", "EMAIL", "CN_ID", "CARD", "IBAN", "PHONE"]
 ALL_KINDS: list[PiiKind] = ["SECRET", "EMAIL", "CN_ID", "CARD", "IBAN", "PHONE"]
@@ -28,10 +28,7 @@ class RedactionSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     enabled: bool = False
-    kinds: list[PiiKind] = Field(
-        default_factory=lambda: list(ALL_KINDS),
-        min_length=1,
-    )
+    kinds: list[PiiKind] = Field(default_factory=lambda: list(ALL_KINDS), min_length=1)
     phone_region: str | None = Field(
         default=None,
         pattern=r"^[A-Z]{2}$",
@@ -39,15 +36,23 @@ class RedactionSettings(BaseModel):
     )
 
 
-class NamespacePolicySet(BaseModel):
-    """From this event on, the namespace's turns follow this policy (replaces the previous)."""
+class PolicyEntry(BaseModel):
+    """One policy and the input position from which it holds (its own ``set_policy`` command)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    schema_version: Literal[1] = NAMESPACE_POLICY_VERSION
-    event_type: Literal["NamespacePolicySet"] = "NamespacePolicySet"
-    event_id: EventId
-    namespace: Namespace
-    event_time: EventTime
-    redaction: RedactionSettings = Field(default_factory=RedactionSettings)
-    set_by: str | None = Field(default=None, max_length=200, description="key id that set it")
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0)
+    event_id: str
+    redaction: RedactionSettings
+
+
+class NamespacePolicies(BaseModel):
+    """A namespace's policy history, oldest first: the value of its key on the policies topic."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    schema_version: Literal[1] = POLICIES_SCHEMA_VERSION
+    event_type: Literal["NamespacePolicies"] = "NamespacePolicies"
+    namespace: str = Field(min_length=1)
+    entries: list[PolicyEntry] = Field(default_factory=list)

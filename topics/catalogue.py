@@ -33,6 +33,7 @@ Role = Literal[
     "dead_letters",
     "keys",
     "data_keys",
+    "policies",
 ]
 
 FOREVER = -1  # retention.ms: the log is the truth (I1)
@@ -67,6 +68,15 @@ TOPICS: dict[Role, TopicSpec] = {
         TopicSpec(
             "memory_state",
             "hindsight.memory-state.v1",
+            "compact",
+            FOREVER,
+            {"min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000"},
+        ),
+        # Each namespace's policy history (redaction), keyed by namespace: prepare writes it before
+        # the prepared events that used it and reads it when it takes a partition over.
+        TopicSpec(
+            "policies",
+            "hindsight.policies.v1",
             "compact",
             FOREVER,
             {"min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000"},

@@ -25,8 +25,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from pipeline.crypto.envelope import seal, unseal
 from pipeline.crypto.keyring import KeyRing
+from pipeline.ingest.policies import PolicyBook
 from pipeline.ingest.prepare import InputMessage, open_input, rules_analysis
 from pipeline.memory.rules.llm_extraction import supersedes
+from pipeline.memory.rules.redaction import policy_step
 from pipeline.models.llm import Extractor, OpenAICompatibleExtractor, extract_turn
 from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import KafkaSecurity, Settings
@@ -202,10 +204,13 @@ class RecordedExtractions:
 
     # -- a batch ---------------------------------------------------------------------------
     async def for_batch(
-        self, batch: Sequence[InputMessage]
+        self, batch: Sequence[InputMessage], policies: PolicyBook | None = None
     ) -> dict[ExtractionKey, ExtractionRecorded]:
         """The recorded extraction of every turn in the batch that has one, after recording (and
-        Kafka acknowledging) new ones for the remembered turns that had none."""
+        Kafka acknowledging) new ones for the remembered turns that had none.
+
+        ``policies`` (a copy: it is updated in log order) redacts turns before the LLM sees them.
+        """
         turns: list[tuple[InputMessage, TurnRecorded]] = []
         candidates: list[Candidate] = []
         sessions: dict[tuple[str, str], list[TurnRecorded]] = defaultdict(list)
@@ -214,6 +219,11 @@ class RecordedExtractions:
                 turn, envelope = open_input(message, self._keys)
             except (InvalidEvent, UnknownDataKey, DataKeyDestroyed):
                 continue  # prepare dead-letters or shreds it
+            if policies is not None:
+                step = policy_step(turn, message.partition, message.offset, policies)
+                if step.history is not None:
+                    policies[step.history.namespace] = step.history
+                turn = step.event
             if not isinstance(turn, TurnRecorded):
                 continue
             turns.append((message, turn))

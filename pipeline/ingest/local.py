@@ -25,6 +25,7 @@ from pipeline.crypto.keyring import KeyRing
 from pipeline.crypto.shredding import has_own_key
 from pipeline.ingest.commit import PartitionOutput
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage
+from pipeline.ingest.policies import PolicyBook
 from pipeline.ingest.prepare import ExtractionKey, InputMessage, prepare_batch
 from pipeline.models.classifier import TurnClassifier
 from pipeline.models.encoders import Encoder
@@ -60,6 +61,7 @@ class LocalPipeline:
         self.encoder = encoder
         self.classifier = classifier  # None: the rules decide, as prepare_batch does
         self.policy = policy or MemoryPolicy()
+        self.policies: PolicyBook = {}  # each namespace's redaction history (policies topic)
         self.partitions = partitions
         names = topic_names(topic_prefix)
         self.events_topic = names["events"]
@@ -137,6 +139,7 @@ class LocalPipeline:
                     self.keys,
                     time_notes=self.policy.time_notes,
                     classifier=self.classifier,
+                    policies=self.policies,
                 )
                 for (message, _), value in zip(batch.prepared, batch.values, strict=True):
                     log.prepared.append(

@@ -32,9 +32,11 @@ from aiokafka import AIOKafkaProducer
 
 from pipeline.crypto.envelope import KeyLookup, seal, unseal
 from pipeline.crypto.keyring import KeyRing
+from pipeline.ingest.policies import PolicyBook
 from pipeline.memory.rules.classify import Classification, classify, decided, not_remembered
 from pipeline.memory.rules.extraction import extract_entities, extract_triplet, search_text
 from pipeline.memory.rules.llm_extraction import apply_extraction
+from pipeline.memory.rules.redaction import policy_step
 from pipeline.memory.rules.slots import NEVER_UPDATES, slot_of
 from pipeline.models.classifier import TurnClassifier, TurnVerdict, classifier_for
 from pipeline.models.encoders import Encoder, Vectors, encoder_id, load_encoder
@@ -53,6 +55,7 @@ from schemas.events import (
     TurnRecorded,
 )
 from schemas.memory import DeadLetter, Slot
+from schemas.policy import NamespacePolicies
 from schemas.prepared import (
     EventPrepared,
     LogPosition,
@@ -100,6 +103,9 @@ class PreparedBatch:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     encode_seconds: float = 0.0
+    # Namespaces whose policy history a set_policy in this batch changed: recorded (acks=all)
+    # on the policies topic before the prepared events go out.
+    policy_changes: dict[str, NamespacePolicies] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -196,6 +202,20 @@ def turn_search_text(turn: TurnRecorded, *, time_notes: bool = True) -> str:
     return search_text(turn.speaker, turn.text, turn.event_time, time_notes=time_notes)
 
 
+def _under_policy(
+    batch: PreparedBatch, policies: PolicyBook, message: InputMessage, event: InputEvent
+) -> InputEvent:
+    step = policy_step(event, message.partition, message.offset, policies)
+    if step.history is not None:
+        policies[step.history.namespace] = batch.policy_changes[step.history.namespace] = (
+            step.history
+        )
+    if step.redacted is not None:
+        batch.counts["redacted_turns"] += 1
+        batch.counts["redacted_values"] += len(step.redacted.spans)
+    return step.event
+
+
 def rules_analysis(turn: TurnRecorded, *, time_notes: bool = True) -> TurnAnalysis:
     """The rules' filter, kind, importance, triplet and entities for a turn (no vector yet)."""
     return analysis_for(turn, classify(turn.text), time_notes=time_notes)
@@ -259,6 +279,7 @@ def prepare_batch(
     *,
     time_notes: bool = True,
     classifier: TurnClassifier | None = None,
+    policies: PolicyBook | None = None,
 ) -> PreparedBatch:
     """Prepare a batch: one encoder call for every remembered turn (and its slot frame) and
     every forget query.
@@ -270,7 +291,9 @@ def prepare_batch(
     ``extractions`` ((namespace, turn event id) → recorded LLM extraction) override either for
     those turns; they come from the log, never from a live call here (I2). ``keys`` opens sealed
     inputs and seals each prepared event with its input's key; an input whose key was destroyed
-    passes on as a shredded marker, one whose key is unknown is dead-lettered.
+    passes on as a shredded marker, one whose key is unknown is dead-lettered. ``policies`` (each
+    namespace's policy history, updated in place by the batch's ``set_policy`` commands) redacts
+    turns before they are classified, extracted or encoded; the original stays only in the log.
     """
     batch = PreparedBatch()
     recorded = extractions or {}
@@ -283,6 +306,8 @@ def prepare_batch(
         try:
             opened, envelope = open_input(message, keys)
             key_id = envelope.key_id if envelope is not None else None
+            if policies is not None:
+                opened = _under_policy(batch, policies, message, opened)
             if key_id is None:
                 batch.counts["plain_inputs"] += 1  # a raw producer's: it cannot be shredded
             decoded.append((message, opened))
@@ -497,31 +522,41 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
     app.hindsight_stats = stats  # type: ignore[attr-defined]
 
     async def open_stage() -> None:
-        if "producer" in state:
+        """Open what the stage needs, once; after a failure the agent's restart resumes here
+        with whatever did open (so a missing topic is reported again, never a KeyError)."""
+        if state.get("ready"):
             return
-        loop = asyncio.get_running_loop()
-        state["encoder"] = encoder or await loop.run_in_executor(
-            None, load_encoder, settings.encoder, settings.encoder_threads
-        )
-        state["classifier"] = classifier_for(settings.classifier, state["encoder"].name)
-        log.info(
-            "prepare: classifier %s",
-            state["classifier"].id if state["classifier"] is not None else RULES_CLASSIFIER,
-        )
-        producer = make_producer(
-            settings.bootstrap or "", f"{settings.app_id}-prepare", settings.kafka
-        )
-        await producer.start()
-        state["producer"] = producer
         from pipeline.crypto.keystore import open_key_store
+        from pipeline.ingest.policies import open_policy_store
 
-        state["keys"] = await open_key_store(settings)
-        if settings.llm_base_url:
+        loop = asyncio.get_running_loop()
+        if "encoder" not in state:
+            state["encoder"] = encoder or await loop.run_in_executor(
+                None, load_encoder, settings.encoder, settings.encoder_threads
+            )
+        if "classifier" not in state:
+            state["classifier"] = classifier_for(settings.classifier, state["encoder"].name)
+            log.info(
+                "prepare: classifier %s",
+                state["classifier"].id if state["classifier"] is not None else RULES_CLASSIFIER,
+            )
+        if "producer" not in state:
+            producer = make_producer(
+                settings.bootstrap or "", f"{settings.app_id}-prepare", settings.kafka
+            )
+            await producer.start()
+            state["producer"] = producer
+        if "keys" not in state:
+            state["keys"] = await open_key_store(settings)
+        if "policies" not in state:
+            state["policies"] = await open_policy_store(settings, state["producer"])
+        if settings.llm_base_url and "extractions" not in state:
             from pipeline.ingest.extractions import open_recorded_extractions
 
             state["extractions"] = await open_recorded_extractions(
-                settings, producer, call_llm=True, keys=_ring(state)
+                settings, state["producer"], call_llm=True, keys=_ring(state)
             )
+        state["ready"] = True
 
     @app.timer(interval=2.0)
     async def write_stats() -> None:
@@ -536,6 +571,9 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         keys = state.pop("keys", None)
         if keys is not None:
             await keys.stop()
+        policies = state.pop("policies", None)
+        if policies is not None:
+            await policies.stop()
         producer = state.pop("producer", None)
         if producer is not None:
             await producer.stop()
@@ -566,11 +604,17 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                     await state["keys"].wait_for_values(
                         [m.value for m in messages], settings.key_wait_s
                     )
+            # Histories another worker wrote before it handed this partition over (cheap when
+            # nothing changed: one end-offsets request).
+            with stats.timed("policies"):
+                await state["policies"].catch_up()
+            book = state["policies"].book
             extractions = None
             if "extractions" in state:
-                # Looked up, or asked and recorded (acks=all) before use (I2).
+                # Looked up, or asked and recorded (acks=all) before use (I2); the LLM sees
+                # turns as redacted as the rules do.
                 with stats.timed("extractions"):
-                    extractions = await state["extractions"].for_batch(messages)
+                    extractions = await state["extractions"].for_batch(messages, dict(book))
             started = time.perf_counter()
             with stats.timed("prepare"):
                 batch = await loop.run_in_executor(
@@ -583,8 +627,11 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                         _ring(state),
                         time_notes=settings.memory.time_notes,
                         classifier=state["classifier"],
+                        policies=book,
                     ),
                 )
+            if batch.policy_changes:
+                await state["policies"].record(batch.policy_changes.values())
             with stats.timed("publish"):
                 await publish_prepared(state["producer"], settings, batch, names["prepared"])
             observe_batch(batch, encoder_id(state["encoder"]), time.perf_counter() - started)

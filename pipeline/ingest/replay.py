@@ -40,6 +40,7 @@ from pipeline.crypto.envelope import KeyLookup, sealed_envelope, unseal
 from pipeline.crypto.keystore import TopicKeyStore, open_key_store
 from pipeline.ingest.commit import commit_output
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage, topics_out
+from pipeline.ingest.policies import open_policy_store
 from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared
 from pipeline.ingest.sink import apply_to_view, collection_for
 from pipeline.models.classifier import classifier_for
@@ -142,6 +143,11 @@ async def reindex_into_prepared(
     await consumer.start()
     counts: Counter[str] = Counter()
     started = time.perf_counter()
+    # The live histories carry each policy's position, so a reindex that resumes mid-log redacts
+    # exactly as live prepare did; the set_policy commands it passes join them again (no-ops).
+    policy_store = await open_policy_store(settings)
+    book = dict(policy_store.book)
+    await policy_store.stop()
     try:
         tps = [
             TopicPartition(names["events"], p)
@@ -160,7 +166,7 @@ async def reindex_into_prepared(
                             )
                             for m in chunk[index : index + PREPARE_CHUNK]
                         ]
-                        extractions = await recorded.for_batch(messages)
+                        extractions = await recorded.for_batch(messages, dict(book))
                         batch = await asyncio.get_running_loop().run_in_executor(
                             None,
                             partial(
@@ -171,6 +177,7 @@ async def reindex_into_prepared(
                                 ring,
                                 time_notes=settings.memory.time_notes,
                                 classifier=classifier,
+                                policies=book,
                             ),
                         )
                         await publish_prepared(producer, settings, batch, target)
@@ -185,6 +192,7 @@ async def reindex_into_prepared(
     counts.update(recorded.drain_counts())
     summary = {
         "prepared_topic": target,
+        "encoder": model,
         "events": counts["events"],
         "seconds": round(elapsed, 3),
         "events_per_s": round(counts["events"] / elapsed, 1) if elapsed > 0 else None,

@@ -291,9 +291,42 @@ def cmd_erase(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_policy(args: argparse.Namespace) -> int:
+    from schemas.policy import ALL_KINDS, RedactionSettings
+
+    async def action(client: Any) -> Any:
+        if args.redact is None:
+            return None, await client.policy(args.namespace)
+        settings = RedactionSettings(
+            enabled=args.redact,
+            kinds=args.kinds or list(ALL_KINDS),
+            phone_region=args.phone_region,
+        )
+        return await client.set_policy(args.namespace, settings), settings
+
+    receipt, settings = asyncio.run(_with_client(args, action))
+    payload = {"redaction": settings.model_dump(mode="json")}
+    if receipt is not None:
+        payload["receipt"] = receipt.__dict__
+    if args.json:
+        _print_json(payload)
+    elif not settings.enabled:
+        print(
+            f"{args.namespace}: redaction off"
+            + (f" from offset {receipt.offset}" if receipt else "")
+        )
+    else:
+        where = f" from offset {receipt.offset}" if receipt else ""
+        region = (
+            f", national phone formats of {settings.phone_region}" if settings.phone_region else ""
+        )
+        print(f"{args.namespace}: redacting {', '.join(settings.kinds)}{region}{where}")
+    return 0
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     async def action(client: Any) -> Any:
-        return await client.inspect(args.namespace, args.memory_id)
+        return await client.inspect(args.namespace, args.memory_id, reveal=args.reveal)
 
     record = asyncio.run(_with_client(args, action))
     payload = record.model_dump(mode="json", exclude={"vector"})
@@ -489,8 +522,30 @@ def build_parser() -> argparse.ArgumentParser:
     stack_options(p)
     p.add_argument("namespace")
     p.add_argument("memory_id")
+    p.add_argument(
+        "--reveal", action="store_true", help="put redacted values back (from the original turns)"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser(
+        "policy",
+        help="show or set a namespace's redaction of personal data and secrets (opt-in)",
+    )
+    stack_options(p)
+    p.add_argument("namespace")
+    switch = p.add_mutually_exclusive_group()
+    switch.add_argument("--redact", dest="redact", action="store_true", default=None)
+    switch.add_argument("--no-redact", dest="redact", action="store_false")
+    p.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=["SECRET", "EMAIL", "CN_ID", "CARD", "IBAN", "PHONE"],
+        help="what to redact (default: all)",
+    )
+    p.add_argument("--phone-region", help="ISO 3166 code for national phone formats, e.g. US")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_policy)
 
     p = sub.add_parser("stats", help="counts by status, kind and region")
     stack_options(p)

@@ -27,10 +27,12 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel, Field
 
-from pipeline.crypto.envelope import DataKey, seal
+from pipeline.crypto.envelope import DataKey, seal, unseal
 from pipeline.crypto.keyring import KeyRing
 from pipeline.crypto.keystore import TopicKeyStore, open_key_store
 from pipeline.crypto.shredding import has_own_key
+from pipeline.ingest.policies import open_policy_store
+from pipeline.memory.rules.redaction import policy_in_force, redact, reveal_placeholders
 from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.recall.context import format_context
 from pipeline.recall.engine import RecallEngine
@@ -40,9 +42,16 @@ from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.metrics import metrics
 from pipeline.runtime.settings import Settings
 from pipeline.views.state_topic import StateFollower, make_producer, partition_for
-from schemas.codec import encode, validate
+from schemas.codec import decode_event, encode, validate
 from schemas.data_keys import ErasureRecorded
-from schemas.errors import HindsightError, InvalidEvent, MemoryNotFound, WatermarkTimeout
+from schemas.errors import (
+    DataKeyDestroyed,
+    HindsightError,
+    InvalidEvent,
+    MemoryNotFound,
+    UnknownDataKey,
+    WatermarkTimeout,
+)
 from schemas.events import (
     CommandIssued,
     InputEvent,
@@ -52,6 +61,7 @@ from schemas.events import (
     check_namespace,
 )
 from schemas.memory import MemoryRecord, Watermark
+from schemas.policy import RedactionSettings
 from topics.catalogue import topic_names
 
 
@@ -331,6 +341,7 @@ class Hindsight:
         query: str | None = None,
         reason: str | None = None,
         score: float | None = None,
+        redaction: RedactionSettings | None = None,
         at: datetime | None = None,
     ) -> Receipt:
         event = validate(
@@ -345,9 +356,31 @@ class Hindsight:
                 "query": query,
                 "reason": reason,
                 "score": score,
+                "redaction": redaction,
             },
         )
         return await self._publish(namespace, event, event.event_id)
+
+    async def set_policy(self, namespace: str, redaction: RedactionSettings) -> Receipt:
+        """Redact the namespace's turns from this point of its log on (docs/SECURITY.md).
+
+        Turns published before the receipt's offset stay as they were; from it on, emails, phone
+        numbers, cards, resident IDs, IBANs and secrets become typed placeholders before anything
+        extracts, embeds or stores them. The original stays only in the (sealed) input log.
+        """
+        return await self.command(namespace, "set_policy", redaction=redaction)
+
+    async def policy(self, namespace: str) -> RedactionSettings:
+        """The namespace's redaction as prepare last recorded it (off when never set)."""
+        check_namespace(namespace)
+        store = await open_policy_store(self.settings)
+        try:
+            history = store.book.get(namespace)
+        finally:
+            await store.stop()
+        if history is None or not history.entries:
+            return RedactionSettings()
+        return history.entries[-1].redaction
 
     async def forget(
         self,
@@ -616,13 +649,64 @@ class Hindsight:
         """The state-topic follower feeding recall: its health decides readiness."""
         return self._follower
 
-    async def inspect(self, namespace: str, memory_id: str) -> MemoryRecord:
-        """The memory with its provenance and history (the vector stays in the index)."""
+    async def inspect(
+        self, namespace: str, memory_id: str, *, reveal: bool = False
+    ) -> MemoryRecord:
+        """The memory with its provenance and history (the vector stays in the index).
+
+        ``reveal`` puts the values redaction replaced back into the content, read from the
+        original turns in the input log (callers check the ``admin`` scope first).
+        """
         check_namespace(namespace)
         record = self._index.get(memory_id)
         if record is None or record.namespace != namespace:
             raise MemoryNotFound(namespace, memory_id)
+        if reveal:
+            return await self._revealed(record)
         return record
+
+    async def _revealed(self, record: MemoryRecord) -> MemoryRecord:
+        store = await open_policy_store(self.settings)
+        try:
+            history = store.book.get(record.namespace)
+        finally:
+            await store.stop()
+        content = record.content
+        for source in record.provenance:
+            if source.partition is None or source.offset is None:
+                continue
+            policy = policy_in_force(history, source.partition, source.offset)
+            if policy is None:
+                continue
+            original = await self._input_turn(source.partition, source.offset)
+            if original is not None:
+                content = reveal_placeholders(content, redact(original.text, policy), original.text)
+        return record.model_copy(update={"content": content})
+
+    async def _input_turn(self, partition: int, offset: int) -> TurnRecorded | None:
+        """The turn at an input position, opened with the data keys (None when erased)."""
+        topic = self._names["events"]
+        tp = TopicPartition(topic, partition)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            **client_kwargs(self.settings.kafka),
+        )
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, offset)
+            fetched = await consumer.getmany(tp, timeout_ms=10_000, max_records=1)
+        finally:
+            await stop_consumer(consumer)
+        for message in fetched.get(tp, []):
+            try:
+                event = decode_event(unseal(message.value, self.keys, "events").content)
+            except (InvalidEvent, DataKeyDestroyed, UnknownDataKey):
+                return None
+            return event if isinstance(event, TurnRecorded) else None
+        return None
 
     @property
     def watermarks(self) -> dict[tuple[str, int], int]:

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Path, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -53,6 +53,7 @@ from pipeline.views.state_topic import FollowerFailed
 from schemas.errors import HindsightError, InvalidEvent, WatermarkTimeout
 from schemas.events import MAX_TURN_CHARS, NAMESPACE_PATTERN, Metadata, check_namespace
 from schemas.memory import Kind, MemoryRecord, Region, Status
+from schemas.policy import RedactionSettings
 
 log = logging.getLogger("hindsight.api")
 
@@ -147,6 +148,14 @@ class MemoryOut(MemoryRecord):
     """A memory with provenance and history (the embedding is left out)."""
 
     vector: list[float] = Field(default_factory=list, exclude=True)
+
+
+class PolicyIn(BaseModel):
+    """A namespace's policy: opt-in redaction of personal data and secrets (docs/SECURITY.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    redaction: RedactionSettings
 
 
 class StatsOut(BaseModel):
@@ -496,14 +505,46 @@ def create_api(
         responses={**AUTH_RESPONSES, 404: {"model": ErrorBody, "description": "no such memory"}},
     )
     async def inspect(
-        namespace: Namespace, memory_id: str, hs: Client, caller: Caller
+        namespace: Namespace,
+        memory_id: str,
+        hs: Client,
+        caller: Caller,
+        reveal: Annotated[
+            bool,
+            Query(description="put redacted values back, from the original turns (admin)"),
+        ] = False,
     ) -> MemoryOut:
-        caller.require(namespace, "recall")
+        caller.require(namespace, "admin" if reveal else "recall")
         try:
-            record = await hs.inspect(namespace, memory_id)
+            record = await hs.inspect(namespace, memory_id, reveal=reveal)
         except HindsightError as error:
             raise UnknownMemory(str(error).removeprefix("memory_id: ")) from error
         return MemoryOut.model_validate(record.model_dump())
+
+    @app.put(
+        "/v1/namespaces/{namespace}/policy",
+        response_model=TurnReceipt,
+        tags=["memory"],
+        summary="Set the namespace's redaction from this point of its log on",
+        **guarded,
+    )
+    async def set_policy(
+        namespace: Namespace, body: PolicyIn, hs: Client, caller: Caller
+    ) -> TurnReceipt:
+        caller.require(namespace, "admin")
+        receipt = await hs.set_policy(namespace, body.redaction)
+        return TurnReceipt(**receipt.__dict__)
+
+    @app.get(
+        "/v1/namespaces/{namespace}/policy",
+        response_model=PolicyIn,
+        tags=["memory"],
+        summary="The namespace's redaction as prepare last recorded it",
+        **guarded,
+    )
+    async def get_policy(namespace: Namespace, hs: Client, caller: Caller) -> PolicyIn:
+        caller.require(namespace, "admin")
+        return PolicyIn(redaction=await hs.policy(namespace))
 
     @app.get(
         "/v1/namespaces/{namespace}/stats",

@@ -101,8 +101,7 @@ def rich_record(rng: np.random.Generator) -> MemoryRecord:
         last_access=T0 + timedelta(hours=5),
         activation=0.123456789,
         history=[HistoryEntry(at=T0, change="created", cause_event_id="evt-1", detail="x")],
-        applied_partition=3,
-        applied_offset=41,
+        origin_offset=41,
     )
 
 

@@ -24,6 +24,7 @@ from pipeline.runtime.settings import Settings
 from pipeline.runtime.stack import WorkerProcess, wait_worker_ready
 from schemas.memory import MemoryRecord
 from topics.admin import ensure_topics
+from topics.catalogue import prepared_topic
 
 pytestmark = pytest.mark.integration
 
@@ -232,7 +233,11 @@ async def test_reindex_prepares_into_a_topic_named_after_the_encoder(
     summary = rebuilt["reindex"]
     assert summary is not None
     assert rebuilt["prepared_topic"] == summary["prepared_topic"]
-    assert rebuilt["prepared_topic"].endswith("all-minilm-l6-v2_torch")
+    # Named after the encoder that prepared it (its id carries the backend and a weights hash).
+    assert rebuilt["prepared_topic"] == prepared_topic(
+        own_settings.topic_prefix, summary["encoder"]
+    )
+    assert summary["encoder"].startswith("all-MiniLM-L6-v2/")
     replayed = {r.id: r for r in snapshot(rebuilt["snapshot"]) if r.namespace == namespace}
     # The same model on the same texts: the same memories, statuses and contents.
     assert {r.id: (r.status, r.content) for r in live} == {

@@ -195,29 +195,3 @@ def test_empty_and_whitespace_text() -> None:
 def test_redaction_is_deterministic() -> None:
     text = f"a@b.io {CARD_VISA} {JWT} 13800138000"
     assert redact(text) == redact(text)
-
-
-def test_the_policy_event_maps_onto_the_redaction_policy() -> None:
-    from schemas.codec import encode, validate
-    from schemas.errors import InvalidEvent
-    from schemas.policy import NamespacePolicySet
-
-    event = validate(
-        NamespacePolicySet,
-        {
-            "event_id": "p1",
-            "namespace": "team-a:alice",
-            "event_time": "2025-01-01T00:00:00+00:00",
-            "redaction": {"enabled": True, "kinds": ["EMAIL", "PHONE"], "phone_region": "US"},
-        },
-    )
-    policy = RedactionPolicy(
-        kinds=frozenset(event.redaction.kinds), phone_region=event.redaction.phone_region
-    )
-    assert redact("a@b.io, (650) 253-0000, 4111111111111111", policy).text == (
-        "[EMAIL_1], [PHONE_1], 4111111111111111"
-    )
-    assert b'"NamespacePolicySet"' in encode(event)
-    with pytest.raises(InvalidEvent) as caught:
-        validate(NamespacePolicySet, {**event.model_dump(), "redaction": {"kinds": ["NAME"]}})
-    assert caught.value.field == "redaction.kinds.0"

@@ -13,13 +13,22 @@ type Schemas = components["schemas"];
 
 /** Where a turn landed in the log; pass it (or its `offset`) to `recall({ waitFor })`. */
 export type TurnReceipt = Schemas["TurnReceipt"];
+/** Where another event the server published landed, e.g. a recall's reinforcement `signal`. */
+export type Receipt = Schemas["Receipt"];
 export type RecallResult = Schemas["RecallResult"];
 export type RecalledMemory = Schemas["RecalledMemory"];
+export type RecallTrace = Schemas["RecallTrace"];
+/** Provenance: a turn a memory came from, its place in the input log and its data key. */
+export type SourceTurn = Schemas["SourceTurn"];
+export type Slot = Schemas["Slot"];
 /** A memory with its provenance (the turns it came from) and history of changes. */
 export type Memory = Schemas["MemoryOut"];
 export type ForgetResult = Schemas["ForgetOut"];
 export type Stats = Schemas["StatsOut"];
+export type Policy = Schemas["PolicyIn"];
+export type RedactionSettings = Schemas["RedactionSettings"];
 export type Health = Schemas["Health"];
+export type Ready = Schemas["Ready"];
 export type ErrorBody = Schemas["ErrorBody"];
 export type FieldError = Schemas["FieldError"];
 export type Region = Schemas["MemoryOut"]["region"];
@@ -65,8 +74,8 @@ export interface RetainOptions {
 }
 
 export interface RecallOptions {
-  /** Read-your-writes: a retain receipt (or its offset) the views must have applied first. */
-  waitFor?: Pick<TurnReceipt, "offset"> | number;
+  /** Read-your-writes: a receipt (or its offset) the views must have applied first. */
+  waitFor?: Pick<TurnReceipt | Receipt, "offset"> | number;
   /** Seconds the server may wait for `waitFor` (default 30, at most 300); then a 504. */
   waitTimeoutSeconds?: number;
   /** Recall as of this time; default: now. */
@@ -89,7 +98,10 @@ export type ForgetTarget =
 export interface ForgetOptions {
   /** Erase: nothing readable is left behind (default: soft forget, kept for audit). */
   hard?: boolean;
-  /** Return once the views applied the command (default true). */
+  /**
+   * Return once the views applied the command (default true). Without waiting, or when the wait
+   * runs out, `applied` is false and `memory_ids` is empty: the command is in the log and applies.
+   */
   wait?: boolean;
   waitTimeoutSeconds?: number;
   reason?: string;
@@ -97,6 +109,8 @@ export interface ForgetOptions {
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 const DEFAULT_WAIT_SECONDS = 30;
+// /readyz answers 503 with its usual body while the view catches up.
+const NOT_READY = 503;
 
 function isoTime(value: Date | string | undefined): string | undefined {
   return value instanceof Date ? value.toISOString() : value;
@@ -185,6 +199,22 @@ export class Hindsight {
     return this.#request("GET", path);
   }
 
+  /** The memory with redacted values put back from the original turns (an `admin` key). */
+  async inspectRevealed(namespace: string, memoryId: string): Promise<Memory> {
+    const path = this.#namespacePath(namespace, "memories", memoryId);
+    return this.#request("GET", `${path}?reveal=true`);
+  }
+
+  /** Redact the namespace's turns from this point of its log on (an `admin` key). */
+  async setPolicy(namespace: string, redaction: RedactionSettings): Promise<TurnReceipt> {
+    return this.#request("PUT", this.#namespacePath(namespace, "policy"), { redaction });
+  }
+
+  /** The namespace's policy as the pipeline last recorded it (an `admin` key). */
+  async policy(namespace: string): Promise<Policy> {
+    return this.#request("GET", this.#namespacePath(namespace, "policy"));
+  }
+
   /** Counts by status, kind and region, and the applied offset per input partition. */
   async stats(namespace: string): Promise<Stats> {
     return this.#request("GET", this.#namespacePath(namespace, "stats"));
@@ -194,16 +224,22 @@ export class Hindsight {
     return this.#request("GET", "/healthz");
   }
 
+  /** Whether the recall view is caught up; not ready (a 503) is answered, not thrown. */
+  async ready(): Promise<Ready> {
+    return this.#request("GET", "/readyz", undefined, 0, NOT_READY);
+  }
+
   #namespacePath(namespace: string, ...rest: string[]): string {
     const parts = [namespace, ...rest].map((part) => encodeURIComponent(part));
     return `/v1/namespaces/${parts.join("/")}`;
   }
 
   async #request<T>(
-    method: "GET" | "POST",
+    method: "GET" | "POST" | "PUT",
     path: string,
     body?: object,
     serverWaitSeconds = 0,
+    bodyStatus?: number,
   ): Promise<T> {
     const headers: Record<string, string> = { accept: "application/json" };
     if (body !== undefined) headers["content-type"] = "application/json";
@@ -215,7 +251,7 @@ export class Hindsight {
       signal: AbortSignal.timeout(this.#timeoutMs + serverWaitSeconds * 1000),
     });
     const text = await response.text();
-    if (!response.ok) {
+    if (!response.ok && response.status !== bodyStatus) {
       throw errorFrom(response.status, response.statusText, text);
     }
     return JSON.parse(text) as T;

@@ -123,6 +123,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/namespaces/{namespace}/policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The namespace's redaction as prepare last recorded it */
+        get: operations["get_policy_v1_namespaces__namespace__policy_get"];
+        /** Set the namespace's redaction from this point of its log on */
+        put: operations["set_policy_v1_namespaces__namespace__policy_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/namespaces/{namespace}/stats": {
         parameters: {
             query?: never;
@@ -326,6 +344,7 @@ export interface components {
             /** Entities */
             entities?: string[];
             triplet?: components["schemas"]["Triplet"] | null;
+            slot?: components["schemas"]["Slot"] | null;
             /** Base Importance */
             base_importance: number;
             /**
@@ -399,6 +418,13 @@ export interface components {
             rank: number;
             /** Score */
             score: number;
+        };
+        /**
+         * PolicyIn
+         * @description A namespace's policy: opt-in redaction of personal data and secrets (docs/SECURITY.md).
+         */
+        PolicyIn: {
+            redaction: components["schemas"]["RedactionSettings"];
         };
         /** Ready */
         Ready: {
@@ -596,6 +622,55 @@ export interface components {
             /** Offset */
             offset: number;
         };
+        /** RedactionSettings */
+        RedactionSettings: {
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled: boolean;
+            /** Kinds */
+            kinds?: ("SECRET" | "EMAIL" | "CN_ID" | "CARD" | "IBAN" | "PHONE")[];
+            /**
+             * Phone Region
+             * @description ISO 3166 region for national phone formats; default: international only
+             */
+            phone_region?: string | null;
+        };
+        /**
+         * Slot
+         * @description What a statement's slot looks like with its values masked (pipeline/memory/rules/slots.py).
+         *
+         *     ``prepare`` computes it and embeds ``frame`` in the same encoder call as the turn; the record
+         *     keeps it, so a restored bank decides updates exactly as the live one did (I2).
+         */
+        Slot: {
+            /** Frame */
+            frame: string;
+            /** Terms */
+            terms?: string[];
+            /** Values */
+            values?: string[];
+            /** Subjects */
+            subjects?: string[];
+            /**
+             * Moment
+             * @default false
+             */
+            moment: boolean;
+            /**
+             * Additive
+             * @default false
+             */
+            additive: boolean;
+            /**
+             * Question
+             * @default false
+             */
+            question: boolean;
+            /** Vector B64 */
+            vector_b64?: string | null;
+        };
         /**
          * SourceTurn
          * @description Provenance: a turn this memory came from, and where it sits in the input log.
@@ -620,6 +695,8 @@ export interface components {
             partition?: number | null;
             /** Offset */
             offset?: number | null;
+            /** Key Id */
+            key_id?: string | null;
         };
         /** StatsOut */
         StatsOut: {
@@ -1050,20 +1127,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description command not applied in time */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
         };
     };
     inspect_v1_namespaces__namespace__memories__memory_id__get: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description put redacted values back, from the original turns (admin) */
+                reveal?: boolean;
+            };
             header?: never;
             path: {
                 memory_id: string;
@@ -1103,6 +1174,128 @@ export interface operations {
             };
             /** @description no such memory */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` names it. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_policy_v1_namespaces__namespace__policy_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Memory bank: 1-128 of letters, digits and . _ : @ - */
+                namespace: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyIn"];
+                };
+            };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `field` names it. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key ring is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_policy_v1_namespaces__namespace__policy_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Memory bank: 1-128 of letters, digits and . _ : @ - */
+                namespace: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PolicyIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TurnReceipt"];
+                };
+            };
+            /** @description No valid API key (`Authorization: Bearer hs_...`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's scopes do not allow this action here. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -83,6 +83,47 @@ describe("Hindsight HTTP API from TypeScript", { skip }, () => {
     );
   });
 
+  test("a recall reports its reinforcement signal and its trace", async () => {
+    const hs = client();
+    const namespace = freshNamespace();
+    const question = "When does the release train leave?";
+    const receipt = await hs.retain(namespace, "The release train leaves every second Tuesday.", {
+      speaker: "fay",
+      sessionId: "s1",
+    });
+    const reinforced = await hs.recall(namespace, question, { waitFor: receipt });
+    assert.ok(reinforced.memories.length >= 1, JSON.stringify(reinforced));
+    const signal = reinforced.signal;
+    assert.ok(signal, `a recall with hits publishes a signal: ${JSON.stringify(reinforced)}`);
+    assert.equal(signal.namespace, namespace);
+    assert.equal(signal.topic, receipt.topic);
+    assert.ok(signal.offset > receipt.offset, `${JSON.stringify(signal)} after ${receipt.offset}`);
+    assert.equal(reinforced.trace?.route, reinforced.route);
+    assert.ok((reinforced.trace?.candidates ?? 0) >= 1, JSON.stringify(reinforced.trace));
+
+    // The signal is an event like any other: a recall can wait for it.
+    const quiet = await hs.recall(namespace, question, { waitFor: signal, reinforce: false });
+    assert.equal(quiet.signal, null, "reinforce=false publishes nothing");
+    const hit = quiet.memories.find((memory) => memory.content.includes("release train"));
+    assert.ok(hit, JSON.stringify(quiet));
+    assert.ok(hit.fused > 0, `the paths' fused score ranked it: ${JSON.stringify(hit)}`);
+  });
+
+  test("forget without waiting returns before the views apply it", async () => {
+    const queued = await client().forget(freshNamespace(), { ids: ["m_unknown"] }, { wait: false });
+    assert.equal(queued.command, "forget");
+    assert.equal(queued.applied, false);
+    // What it took is known only once applied; the command itself is in the log.
+    assert.deepEqual(queued.memory_ids, []);
+    assert.ok(queued.offset >= 0, JSON.stringify(queued));
+  });
+
+  test("ready reports the view caught up", async () => {
+    const ready = await client().ready();
+    assert.equal(ready.ready, true, JSON.stringify(ready));
+    assert.ok(ready.max_lag >= 0);
+  });
+
   test("forget by query: the memory is no longer recalled, others stay", async () => {
     const hs = client();
     const namespace = freshNamespace();
@@ -135,6 +176,11 @@ describe("Hindsight HTTP API from TypeScript", { skip }, () => {
     assert.equal(source.session_id, "lunch-1");
     assert.equal(source.speaker, "carol");
     assert.equal(Date.parse(source.event_time), Date.parse("2024-05-01T12:00:00Z"));
+    // Where the turn sits in the input log: the retain receipt's place, and the memory's origin.
+    assert.equal(source.topic, receipt.topic);
+    assert.equal(source.partition, receipt.partition);
+    assert.equal(source.offset, receipt.offset);
+    assert.equal(memory.origin_offset, receipt.offset);
     assert.ok((memory.history ?? []).some((entry) => entry.change === "created"));
   });
 
@@ -153,6 +199,25 @@ describe("Hindsight HTTP API from TypeScript", { skip }, () => {
     assert.ok(stats.memories >= 1, JSON.stringify(stats));
     const byStatus = Object.values(stats.by_status).reduce((sum, count) => sum + count, 0);
     assert.equal(byStatus, stats.memories);
+  });
+
+  test("a redaction policy hides emails and an admin can reveal them", async () => {
+    const hs = client();
+    const namespace = freshNamespace();
+    const policy = await hs.setPolicy(namespace, { enabled: true, kinds: ["EMAIL"] });
+    const receipt = await hs.retain(namespace, "Send the invoices to ap@example.org please.", {
+      speaker: "dan",
+      sessionId: "s1",
+    });
+    assert.ok(receipt.offset > policy.offset);
+    const result = await hs.recall(namespace, "where do invoices go?", { waitFor: receipt });
+    const hit = result.memories.find((m) => m.content.includes("[EMAIL_1]"));
+    assert.ok(hit, JSON.stringify(result));
+    assert.ok(!result.context.includes("ap@example.org"), result.context);
+    const revealed = await hs.inspectRevealed(namespace, hit.id);
+    assert.ok(revealed.content.includes("ap@example.org"), revealed.content);
+    // Recorded by the pipeline before the turn after it was prepared, so visible now.
+    assert.deepEqual((await hs.policy(namespace)).redaction.kinds, ["EMAIL"]);
   });
 
   test("invalid input is a 422 that names the field", async () => {

@@ -25,9 +25,9 @@ import binascii
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import get_args
 
 import orjson
 import phonenumbers
@@ -35,7 +35,9 @@ from stdnum import iban as stdnum_iban
 from stdnum import luhn
 from stdnum.cn import ric as stdnum_cn_ric
 
-PiiKind = Literal["SECRET", "EMAIL", "CN_ID", "CARD", "IBAN", "PHONE"]
+from schemas.events import CommandIssued, InputEvent, TurnRecorded
+from schemas.policy import NamespacePolicies, PiiKind, PolicyEntry, RedactionSettings
+
 PII_KINDS: tuple[PiiKind, ...] = get_args(PiiKind)
 # When two candidates overlap, the earlier kind here wins (then the longer match): a token that
 # contains digits is a secret, not a phone number; an 18-digit ID is not a card.
@@ -342,3 +344,74 @@ def reveal_placeholders(content: str, redacted: Redacted, original: str) -> str:
         return content
     pattern = re.compile("|".join(re.escape(p) for p in sorted(values, key=len, reverse=True)))
     return pattern.sub(lambda m: values[m.group()], content)
+
+
+def policy_in_force(
+    history: NamespacePolicies | None, partition: int, offset: int
+) -> RedactionPolicy | None:
+    """The redaction in force for an input at ``(partition, offset)``: the last policy set
+    before it on its partition, or None when redaction is off there."""
+    if history is None:
+        return None
+    current: RedactionSettings | None = None
+    for entry in history.entries:
+        if entry.partition == partition and entry.offset < offset:
+            current = entry.redaction
+    if current is None or not current.enabled:
+        return None
+    return RedactionPolicy(kinds=frozenset(current.kinds), phone_region=current.phone_region)
+
+
+def with_policy(
+    history: NamespacePolicies | None,
+    namespace: str,
+    partition: int,
+    offset: int,
+    event_id: str,
+    settings: RedactionSettings,
+) -> NamespacePolicies:
+    """The history with a ``set_policy`` at ``(partition, offset)`` in it (idempotent)."""
+    entries = list(history.entries) if history is not None else []
+    if any(e.partition == partition and e.offset == offset for e in entries):
+        return history or NamespacePolicies(namespace=namespace, entries=entries)
+    entries.append(
+        PolicyEntry(partition=partition, offset=offset, event_id=event_id, redaction=settings)
+    )
+    entries.sort(key=lambda e: (e.partition, e.offset))
+    return NamespacePolicies(namespace=namespace, entries=entries)
+
+
+@dataclass(frozen=True)
+class PolicyStep:
+    """What one input event does under the namespace policies, in log order."""
+
+    event: InputEvent  # the turn with placeholders when it was redacted, else as it came
+    history: NamespacePolicies | None = None  # the new history when the event set a policy
+    redacted: Redacted | None = None  # what was replaced in a turn
+
+
+def policy_step(
+    event: InputEvent,
+    partition: int,
+    offset: int,
+    book: Mapping[str, NamespacePolicies],
+) -> PolicyStep:
+    """A ``set_policy`` joins its namespace's history; a turn under an enabled policy gets its
+    values replaced by placeholders — before anything extracts, embeds or stores it."""
+    if isinstance(event, CommandIssued) and event.redaction is not None:
+        history = with_policy(
+            book.get(event.namespace),
+            event.namespace,
+            partition,
+            offset,
+            event.event_id,
+            event.redaction,
+        )
+        return PolicyStep(event, history=history)
+    if isinstance(event, TurnRecorded):
+        policy = policy_in_force(book.get(event.namespace), partition, offset)
+        if policy is not None:
+            redacted = redact(event.text, policy)
+            if redacted.changed:
+                return PolicyStep(event.model_copy(update={"text": redacted.text}), None, redacted)
+    return PolicyStep(event)

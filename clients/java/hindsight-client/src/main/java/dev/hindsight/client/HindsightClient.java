@@ -39,8 +39,12 @@ public final class HindsightClient {
 
     private static final Duration SERVER_WAIT_DEFAULT = Duration.ofSeconds(30);
 
-    // Unknown response fields are ignored, so a newer server does not break an older client.
-    private static final JsonMapper JSON = JsonMapper.builder()
+    // /readyz answers 503 with its usual body while the view catches up.
+    private static final int NOT_READY = 503;
+
+    // Unknown response fields are ignored, so a newer server does not break an older client; a
+    // null where a record has a primitive still fails (the records follow the API's schema).
+    static final JsonMapper JSON = JsonMapper.builder()
             .propertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
             .changeDefaultPropertyInclusion(
                     inclusion -> JsonInclude.Value.construct(
@@ -116,12 +120,36 @@ public final class HindsightClient {
         return send("GET", namespacePath(namespace, "memories", memoryId), null, Duration.ZERO, Memory.class);
     }
 
+    /**
+     * The memory with the values redaction replaced put back, read from the original turns in
+     * the log; needs a key with {@code admin} on the namespace (403 otherwise).
+     */
+    public Memory inspectRevealed(String namespace, String memoryId) {
+        String path = namespacePath(namespace, "memories", memoryId) + "?reveal=true";
+        return send("GET", path, null, Duration.ZERO, Memory.class);
+    }
+
+    /** Set the namespace's redaction from this point of its log on ({@code admin}). */
+    public TurnReceipt setPolicy(String namespace, RedactionSettings redaction) {
+        return send("PUT", namespacePath(namespace, "policy"), new Policy(redaction), Duration.ZERO, TurnReceipt.class);
+    }
+
+    /** The namespace's policy as the pipeline last recorded it ({@code admin}). */
+    public Policy policy(String namespace) {
+        return send("GET", namespacePath(namespace, "policy"), null, Duration.ZERO, Policy.class);
+    }
+
     public Stats stats(String namespace) {
         return send("GET", namespacePath(namespace, "stats"), null, Duration.ZERO, Stats.class);
     }
 
     public Health health() {
         return send("GET", "/healthz", null, Duration.ZERO, Health.class);
+    }
+
+    /** Whether the recall view is caught up; a 503 (not ready) is answered, not thrown. */
+    public Ready ready() {
+        return send("GET", "/readyz", null, Duration.ZERO, Ready.class, NOT_READY);
     }
 
     private static Duration waitOf(Double seconds) {
@@ -143,6 +171,12 @@ public final class HindsightClient {
     }
 
     private <T> T send(String method, String path, Object body, Duration serverWait, Class<T> type) {
+        return send(method, path, body, serverWait, type, -1);
+    }
+
+    /** {@code bodyStatus}: a non-2xx status whose answer is still a {@code type} body. */
+    private <T> T send(
+            String method, String path, Object body, Duration serverWait, Class<T> type, int bodyStatus) {
         HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(baseUrl + path))
                 .timeout(timeout.plus(serverWait))
                 .header("accept", "application/json");
@@ -164,7 +198,7 @@ public final class HindsightClient {
         } catch (IOException failure) {
             throw new UncheckedIOException(method + " " + baseUrl + path + ": " + failure.getMessage(), failure);
         }
-        if (response.statusCode() / 100 != 2) {
+        if (response.statusCode() / 100 != 2 && response.statusCode() != bodyStatus) {
             throw errorFrom(response);
         }
         return JSON.readValue(response.body(), type);

@@ -2,11 +2,12 @@ package dev.hindsight.client;
 
 import java.time.Instant;
 import java.util.List;
-import java.util.Map;
 
 /**
  * One memory as {@code GET /v1/namespaces/{ns}/memories/{id}} shows it: content, importance,
  * status, {@code provenance} (the turns it came from) and {@code history} (every change since).
+ * {@code slot} is the statement's masked slot ({@code null} when it has none); {@code originOffset}
+ * is the input offset of the turn that created it ({@code -1} when unknown).
  */
 public record Memory(
         int schemaVersion,
@@ -18,6 +19,7 @@ public record Memory(
         String searchText,
         List<String> entities,
         Triplet triplet,
+        Slot slot,
         double baseImportance,
         int confirmations,
         double importance,
@@ -36,6 +38,4 @@ public record Memory(
         double activation,
         Instant activationAt,
         List<HistoryEntry> history,
-        int appliedPartition,
-        long appliedOffset,
-        Map<String, Long> appliedPositions) {}
+        long originOffset) {}

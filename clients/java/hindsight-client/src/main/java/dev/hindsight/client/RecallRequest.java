@@ -32,6 +32,11 @@ public record RecallRequest(
         return waitFor(receipt.offset());
     }
 
+    /** Waits for another event the server published, such as a recall's signal. */
+    public RecallRequest waitFor(Receipt receipt) {
+        return waitFor(receipt.offset());
+    }
+
     public RecallRequest waitFor(long offset) {
         return new RecallRequest(
                 query, at, limit, regions, offset, waitTimeout, includeHistory, budgetChars, reinforce);

@@ -6,7 +6,8 @@ import java.util.Map;
 
 /**
  * One recalled memory with its score and {@code explanation}: which recall paths (dense, bm25,
- * entity, temporal, activation) found it, at what rank and score. {@code region}, {@code kind}
+ * entity, temporal, activation) found it, at what rank and score, and {@code fused}, the paths'
+ * weighted reciprocal-rank fusion that ranked it before scoring. {@code region}, {@code kind}
  * and {@code status} are the API's strings, so a value added later reads without an upgrade.
  */
 public record RecalledMemory(

@@ -10,13 +10,13 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Instant;
-import java.util.Arrays;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.UUID;
-import java.util.stream.Collectors;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
@@ -70,6 +70,48 @@ class HindsightClientTest {
     }
 
     @Test
+    void aRecallReportsItsSignalAndTrace() {
+        TurnReceipt receipt = memory.retain(namespace, "The release train leaves every second Tuesday.", "fay", "s1");
+        RecallResult reinforced = memory.recall(namespace, RecallRequest.of("When does the release train leave?")
+                .waitFor(receipt));
+        assertTrue(!reinforced.memories().isEmpty(), reinforced.toString());
+        Receipt signal = reinforced.signal();
+        assertTrue(signal != null, "a recall with hits publishes a reinforcement signal: " + reinforced);
+        assertEquals(namespace, signal.namespace());
+        assertEquals(receipt.topic(), signal.topic());
+        assertTrue(signal.offset() > receipt.offset(), signal + " after " + receipt);
+        assertEquals(reinforced.route(), reinforced.trace().route());
+        assertTrue(reinforced.trace().candidates() >= 1, reinforced.trace().toString());
+
+        // The signal is an event like any other: a recall can wait for it.
+        RecallResult quiet = memory.recall(namespace, RecallRequest.of("When does the release train leave?")
+                .waitFor(signal).reinforce(false));
+        assertEquals(null, quiet.signal(), "reinforce=false publishes nothing");
+        RecalledMemory hit = quiet.memories().stream()
+                .filter(m -> m.content().contains("release train"))
+                .findFirst()
+                .orElseThrow(() -> new AssertionError("not recalled: " + quiet));
+        assertTrue(hit.fused() > 0, "the paths' fused score ranked it: " + hit);
+    }
+
+    @Test
+    void readyReportsTheViewCaughtUp() {
+        Ready ready = memory.ready();
+        assertTrue(ready.ready(), ready.toString());
+        assertTrue(ready.maxLag() >= 0, ready.toString());
+    }
+
+    @Test
+    void unknownResponseFieldsAreIgnored() {
+        // A newer server may add fields; the records read what they know.
+        TurnReceipt receipt = HindsightClient.JSON.readValue(
+                "{\"event_id\":\"e1\",\"namespace\":\"n\",\"topic\":\"t\",\"partition\":1,"
+                        + "\"offset\":7,\"added_later\":{\"x\":[1]}}",
+                TurnReceipt.class);
+        assertEquals(new TurnReceipt("e1", "n", "t", 1, 7), receipt);
+    }
+
+    @Test
     void forgetByQueryStopsRecallAndKeepsTheRest() {
         memory.retain(namespace, "My gym locker code is 4417.", "bob", "s1");
         TurnReceipt kept = memory.retain(namespace, "I drink my coffee black, no sugar.", "bob", "s1");
@@ -107,8 +149,11 @@ class HindsightClientTest {
     @Test
     void forgetWithoutWaitingReturnsBeforeTheViewsApplyIt() {
         ForgetResult queued = memory.forget(namespace, ForgetRequest.byIds("m_unknown").waitApplied(false));
-        assertEquals(List.of("m_unknown"), queued.memoryIds());
+        assertEquals("forget", queued.command());
         assertTrue(!queued.applied(), "sent as wait=false");
+        // What it took is known only once applied; the command itself is in the log.
+        assertEquals(List.of(), queued.memoryIds());
+        assertTrue(queued.offset() >= 0, queued.toString());
     }
 
     @Test
@@ -135,7 +180,28 @@ class HindsightClientTest {
         assertEquals("lunch-1", source.sessionId());
         assertEquals("carol", source.speaker());
         assertEquals(said, source.eventTime());
+        // Where the turn sits in the input log: the retain receipt's place, and the memory's origin.
+        assertEquals(receipt.topic(), source.topic());
+        assertEquals(receipt.partition(), source.partition());
+        assertEquals(receipt.offset(), source.offset());
+        assertEquals(receipt.offset(), inspected.originOffset());
         assertTrue(inspected.history().stream().anyMatch(entry -> entry.change().equals("created")));
+    }
+
+    @Test
+    void aRedactionPolicyHidesEmailsAndAnAdminCanRevealThem() {
+        TurnReceipt policy = memory.setPolicy(namespace, new RedactionSettings(true, List.of("EMAIL"), null));
+        TurnReceipt receipt = memory.retain(namespace, "Send the invoices to ap@example.org please.", "dan", "s1");
+        assertTrue(receipt.offset() > policy.offset());
+        RecallResult result = memory.recall(namespace, RecallRequest.of("Where do invoices go?").waitFor(receipt));
+        RecalledMemory hit = result.memories().stream()
+                .filter(m -> m.content().contains("[EMAIL_1]"))
+                .findFirst()
+                .orElseThrow(() -> new AssertionError("no redacted memory: " + result));
+        assertTrue(!result.context().contains("ap@example.org"), result.context());
+        assertTrue(memory.inspectRevealed(namespace, hit.id()).content().contains("ap@example.org"));
+        // Recorded by the pipeline before the turn after it was prepared, so visible now.
+        assertEquals(List.of("EMAIL"), memory.policy(namespace).redaction().kinds());
     }
 
     @Test
@@ -189,7 +255,11 @@ class HindsightClientTest {
         assertEquals(401, refused.status());
     }
 
-    /** Every record's JSON fields are exactly its OpenAPI schema's properties: no drift. */
+    /**
+     * Every record's JSON fields are exactly its OpenAPI schema's properties, every schema has a
+     * record, and a primitive component is never a property the API may leave out or send as null
+     * (Jackson refuses to read a null into a primitive).
+     */
     @Test
     void recordsMatchTheRunningApiSchema() throws Exception {
         HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(memory.baseUrl() + "/openapi.json"));
@@ -201,41 +271,83 @@ class HindsightClientTest {
                 .send(request.build(), HttpResponse.BodyHandlers.ofString())
                 .body();
         JsonNode schemas = JsonMapper.builder().build().readTree(body).path("components").path("schemas");
-        Map<Class<? extends Record>, String> pairs = Map.ofEntries(
-                Map.entry(Turn.class, "TurnIn"),
-                Map.entry(TurnReceipt.class, "TurnReceipt"),
-                Map.entry(RecallRequest.class, "RecallIn"),
-                Map.entry(RecallResult.class, "RecallResult"),
-                Map.entry(RecalledMemory.class, "RecalledMemory"),
-                Map.entry(PathEvidence.class, "PathEvidence"),
-                Map.entry(SourceTurn.class, "SourceTurn"),
-                Map.entry(HistoryEntry.class, "HistoryEntry"),
-                Map.entry(Memory.class, "MemoryOut"),
-                Map.entry(Association.class, "Association"),
-                Map.entry(Triplet.class, "Triplet"),
-                Map.entry(ForgetRequest.class, "ForgetIn"),
-                Map.entry(ForgetResult.class, "ForgetOut"),
-                Map.entry(Stats.class, "StatsOut"),
-                Map.entry(Health.class, "Health"),
-                Map.entry(ErrorBody.class, "ErrorBody"),
-                Map.entry(FieldError.class, "FieldError"));
-        for (Map.Entry<Class<? extends Record>, String> pair : pairs.entrySet()) {
-            JsonNode schema = schemas.path(pair.getValue());
-            assertTrue(schema.isObject(), "the API has no schema " + pair.getValue());
-            Set<String> expected = new TreeSet<>(schema.path("properties").propertyNames());
-            assertEquals(expected, jsonNames(pair.getKey()),
-                    pair.getKey().getSimpleName() + " vs " + pair.getValue());
+        Map<String, Class<? extends Record>> records = Map.ofEntries(
+                Map.entry("TurnIn", Turn.class),
+                Map.entry("TurnReceipt", TurnReceipt.class),
+                Map.entry("Receipt", Receipt.class),
+                Map.entry("RecallIn", RecallRequest.class),
+                Map.entry("RecallResult", RecallResult.class),
+                Map.entry("RecallTrace", RecallTrace.class),
+                Map.entry("RecalledMemory", RecalledMemory.class),
+                Map.entry("PathEvidence", PathEvidence.class),
+                Map.entry("SourceTurn", SourceTurn.class),
+                Map.entry("HistoryEntry", HistoryEntry.class),
+                Map.entry("MemoryOut", Memory.class),
+                Map.entry("Association", Association.class),
+                Map.entry("Triplet", Triplet.class),
+                Map.entry("Slot", Slot.class),
+                Map.entry("ForgetIn", ForgetRequest.class),
+                Map.entry("ForgetOut", ForgetResult.class),
+                Map.entry("StatsOut", Stats.class),
+                Map.entry("PolicyIn", Policy.class),
+                Map.entry("RedactionSettings", RedactionSettings.class),
+                Map.entry("Health", Health.class),
+                Map.entry("Ready", Ready.class),
+                Map.entry("ErrorBody", ErrorBody.class),
+                Map.entry("FieldError", FieldError.class));
+        List<String> drift = new ArrayList<>();
+        Set<String> unmodelled = new TreeSet<>(schemas.propertyNames());
+        unmodelled.removeAll(records.keySet());
+        if (!unmodelled.isEmpty()) {
+            drift.add("schemas without a record: " + unmodelled);
         }
+        for (Map.Entry<String, Class<? extends Record>> pair : new TreeMap<>(records).entrySet()) {
+            String name = pair.getValue().getSimpleName() + " vs " + pair.getKey();
+            JsonNode schema = schemas.path(pair.getKey());
+            if (!schema.isObject()) {
+                drift.add(name + ": the API has no such schema");
+                continue;
+            }
+            JsonNode properties = schema.path("properties");
+            Set<String> required = new TreeSet<>();
+            schema.path("required").forEach(field -> required.add(field.asString()));
+            Map<String, Class<?>> components = jsonComponents(pair.getValue());
+            Set<String> missing = new TreeSet<>(properties.propertyNames());
+            missing.removeAll(components.keySet());
+            Set<String> extra = new TreeSet<>(components.keySet());
+            extra.removeAll(properties.propertyNames());
+            if (!missing.isEmpty() || !extra.isEmpty()) {
+                drift.add(name + ": missing " + missing + ", not in the API " + extra);
+            }
+            components.forEach((field, type) -> {
+                JsonNode property = properties.path(field);
+                boolean mayBeAbsent = !required.contains(field) && !property.has("default");
+                if (type.isPrimitive() && property.isObject() && (mayBeAbsent || nullable(property))) {
+                    drift.add(name + ": " + field + " is a " + type + " but the API may send no value");
+                }
+            });
+        }
+        assertEquals(List.of(), drift);
     }
 
-    private static Set<String> jsonNames(Class<? extends Record> type) {
+    private static boolean nullable(JsonNode property) {
+        for (JsonNode option : property.path("anyOf")) {
+            if ("null".equals(option.path("type").asString())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** A record's JSON field names, as the client's mapper names them, with their Java types. */
+    private static Map<String, Class<?>> jsonComponents(Class<? extends Record> type) {
         var snake = new SnakeCase();
-        return Arrays.stream(type.getRecordComponents())
-                .map(component -> {
-                    JsonProperty renamed = component.getAccessor().getAnnotation(JsonProperty.class);
-                    return renamed != null ? renamed.value() : snake.of(component.getName());
-                })
-                .collect(Collectors.toCollection(TreeSet::new));
+        Map<String, Class<?>> fields = new TreeMap<>();
+        for (var component : type.getRecordComponents()) {
+            JsonProperty renamed = component.getAccessor().getAnnotation(JsonProperty.class);
+            fields.put(renamed != null ? renamed.value() : snake.of(component.getName()), component.getType());
+        }
+        return fields;
     }
 
     /** The client's naming strategy, to name record components as the client sends them. */
