@@ -21,6 +21,7 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
+from pipeline.ingest.prepare import learned_classification
 from pipeline.memory.rules.classify import classify
 from pipeline.models.classifier import LABEL_KIND, TurnClassifier, load_turn_classifier
 from pipeline.models.encoders import load_encoder
@@ -107,6 +108,9 @@ def evaluate(
     data = inputs(held_back, encoder, (EVALUATION_FRAMING,), cache)
     verdicts = classifier.classify_many([t.text for t in held_back], data.vectors)
     rules = [classify(t.text) for t in held_back]
+    # As prepare decides with the model: the rules' precise patterns first, then the model.
+    combined = [learned_classification(t.text, v) for t, v in zip(held_back, verdicts, strict=True)]
+    combined_kinds = [c.kind if c.remember else NOT_REMEMBERED for c in combined]
     truth = [t.label for t in held_back]
     learned_labels = [v.label for v in verdicts]
     truth_kinds = [kind_of_label(label) for label in truth]
@@ -126,6 +130,9 @@ def evaluate(
             "rules": binary(
                 [is_non_memory[i] for i in picks], [not rules[i].remember for i in picks]
             ),
+            "combined": binary(
+                [is_non_memory[i] for i in picks], [not combined[i].remember for i in picks]
+            ),
         }
     return {
         "classifier": classifier.id,
@@ -135,6 +142,7 @@ def evaluate(
         "filter": {
             "learned": binary(is_non_memory, [not v.remember for v in verdicts]),
             "rules": binary(is_non_memory, [not r.remember for r in rules]),
+            "combined": binary(is_non_memory, [not c.remember for c in combined]),
         },
         "filter_by_language": by_language,
         "chatter_filter": {
@@ -145,6 +153,10 @@ def evaluate(
             "rules": binary(
                 [label in CHATTER_LABELS for label in (truth[i] for i in chatter)],
                 [not rules[i].remember for i in chatter],
+            ),
+            "combined": binary(
+                [label in CHATTER_LABELS for label in (truth[i] for i in chatter)],
+                [not combined[i].remember for i in chatter],
             ),
         },
         "labels_learned_by_language": {
@@ -159,6 +171,7 @@ def evaluate(
         "kinds": {
             "learned": per_class(truth_kinds, learned_kinds, KIND_CLASSES),
             "rules": per_class(truth_kinds, rules_kinds, KIND_CLASSES),
+            "combined": per_class(truth_kinds, combined_kinds, KIND_CLASSES),
         },
         "confusion_learned": {
             "labels": list(LABELS),
@@ -189,7 +202,7 @@ def render(report: dict[str, Any]) -> str:
     for scope, figures in [("all", report["filter"])] + [
         (lang, report["filter_by_language"][lang]) for lang in ("en", "zh", "mixed")
     ]:
-        for who in ("learned", "rules"):
+        for who in ("learned", "rules", "combined"):
             f = figures[who]
             rows.append(
                 [
@@ -211,19 +224,21 @@ def render(report: dict[str, Any]) -> str:
     ]
     out += [_table(["classifier", "chatter P", "chatter R", "F1", "n"], rows)]
     out += ["", "Kinds as prepare stores them (P / R / F1):"]
-    learned, rules = report["kinds"]["learned"], report["kinds"]["rules"]
+    kinds = report["kinds"]
     rows = [
         [
             name,
-            learned[name]["support"] if name != "macro" else "",
-            f"{learned[name]['precision']:.2f} / {learned[name]['recall']:.2f} / "
-            f"{learned[name]['f1']:.2f}",
-            f"{rules[name]['precision']:.2f} / {rules[name]['recall']:.2f} / "
-            f"{rules[name]['f1']:.2f}",
+            kinds["learned"][name]["support"] if name != "macro" else "",
+            *(
+                f"{kinds[who][name]['precision']:.2f} / {kinds[who][name]['recall']:.2f} / "
+                f"{kinds[who][name]['f1']:.2f}"
+                for who in ("learned", "rules", "combined")
+            ),
         ]
         for name in [*KIND_CLASSES, "macro"]
     ]
-    out += [_table(["kind", "n", "learned", "rules"], rows), "", "Learned, per corpus label:"]
+    header = ["kind", "n", "learned", "rules", "combined (prepare)"]
+    out += [_table(header, rows), "", "Learned, per corpus label:"]
     labels = report["labels_learned"]
     rows = [
         [
