@@ -27,6 +27,7 @@ from pipeline.ingest.commit import PartitionOutput
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage
 from pipeline.ingest.policies import PolicyBook
 from pipeline.ingest.prepare import ExtractionKey, InputMessage, prepare_batch
+from pipeline.models.classifier import TurnClassifier
 from pipeline.models.encoders import Encoder
 from pipeline.runtime.settings import MemoryPolicy
 from pipeline.views.state_topic import PartitionState, partition_for
@@ -55,8 +56,10 @@ class LocalPipeline:
         topic_prefix: str = "",
         extractions: Mapping[ExtractionKey, ExtractionRecorded] | None = None,
         keys: KeyRing | None = None,
+        classifier: TurnClassifier | None = None,
     ) -> None:
         self.encoder = encoder
+        self.classifier = classifier  # None: the rules decide, as prepare_batch does
         self.policy = policy or MemoryPolicy()
         self.policies: PolicyBook = {}  # each namespace's redaction history (policies topic)
         self.partitions = partitions
@@ -135,6 +138,7 @@ class LocalPipeline:
                     self.extractions,
                     self.keys,
                     time_notes=self.policy.time_notes,
+                    classifier=self.classifier,
                     policies=self.policies,
                 )
                 for (message, _), value in zip(batch.prepared, batch.values, strict=True):

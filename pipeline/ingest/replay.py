@@ -43,6 +43,7 @@ from pipeline.ingest.consolidate import PartitionTables, PreparedMessage, topics
 from pipeline.ingest.policies import open_policy_store
 from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared
 from pipeline.ingest.sink import apply_to_view, collection_for
+from pipeline.models.classifier import classifier_for
 from pipeline.models.encoders import Encoder, encoder_dimension, encoder_id, load_encoder
 from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.progress import ProgressWriter, progress_path
@@ -120,6 +121,7 @@ async def reindex_into_prepared(
     except BaseException:
         await producer.stop()
         raise
+    classifier = classifier_for(settings.classifier, encoder.name)
     revision = recorded.revision if re_extract else recorded.latest_revision
     model = encoder_id(encoder) if revision == 0 else f"{encoder_id(encoder)}.x{revision}"
     target = prepared_topic(settings.topic_prefix, model)
@@ -174,6 +176,7 @@ async def reindex_into_prepared(
                                 extractions,
                                 ring,
                                 time_notes=settings.memory.time_notes,
+                                classifier=classifier,
                                 policies=book,
                             ),
                         )

@@ -39,6 +39,9 @@ def _parse_int(name: str, raw: str) -> int:
         raise SettingsError(f"{name}: expected an integer, got {raw!r}") from error
 
 
+CLASSIFIERS = ("learned", "rules")
+
+
 @dataclass(frozen=True)
 class MemoryPolicy:
     """Decision thresholds; defaults are the seeds' numbers until a benchmark shows better."""
@@ -174,6 +177,10 @@ class Settings:
     app_id: str = "hindsight-worker"
     encoder: str = "minilm"  # one of ENCODER_NAMES; `minilm` is the benchmark's winner
     encoder_threads: int | None = None  # intra-op threads (ONNX Runtime, numpy); None: measured
+    # Who decides remember-or-not and the kind in ``prepare``: the learned model shipped for the
+    # encoder (the rules when there is none for it), or the rules. The rules until the learned
+    # model passes the team's scenario suite (79/81 with it; training/turn_classifier/RESULTS.md).
+    classifier: str = "rules"
     batch_size: int = 64
     batch_window_s: float = 0.05
     # Group membership: a killed worker's partitions move after the session timeout (takeover).
@@ -229,6 +236,7 @@ class Settings:
             ("HINDSIGHT_TOPIC_PREFIX", "topic_prefix"),
             ("HINDSIGHT_APP_ID", "app_id"),
             ("HINDSIGHT_ENCODER", "encoder"),
+            ("HINDSIGHT_CLASSIFIER", "classifier"),
             ("HINDSIGHT_API_HOST", "api_host"),
             ("HINDSIGHT_METRICS_HOST", "metrics_host"),
             ("HINDSIGHT_LLM_BASE_URL", "llm_base_url"),
@@ -274,6 +282,10 @@ class Settings:
             raise SettingsError(
                 f"HINDSIGHT_ENCODER: expected one of {', '.join(ENCODER_NAMES)}, "
                 f"got {settings.encoder!r}"
+            )
+        if settings.classifier not in CLASSIFIERS:
+            raise SettingsError(
+                f"HINDSIGHT_CLASSIFIER: expected learned or rules, got {settings.classifier!r}"
             )
         return settings
 

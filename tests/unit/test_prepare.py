@@ -15,13 +15,15 @@ from ingest_support import (
     EVENTS,
     T0,
     BagOfWordsEncoder,
+    ExactEncoder,
     Log,
 )
 
 import schemas
 from pipeline.ingest.prepare import RULES_CLASSIFIER, PreparedBatch, prepare_batch, rules_analysis
 from pipeline.memory.rules.llm_extraction import extractor_info, record_extraction, rules_extraction
-from schemas.codec import decode_prepared, encode
+from pipeline.models.classifier import LEXICAL_FEATURES, TurnClassifier
+from schemas.codec import decode_event, decode_prepared, encode
 from schemas.events import ExtractorInfo, TurnRecorded
 from schemas.memory import DeadLetter
 from schemas.prepared import EventPrepared
@@ -306,3 +308,160 @@ def test_model_ids_with_an_extractor_round_trip() -> None:
     )
 
     assert decode_prepared(encode(with_extractor)).models.extractor == info
+
+
+# -- the learned classifier's path ----------------------------------------------------------------
+# A tiny classifier whose vectors name their label: axis i of the test encoder's vector is label
+# i, so each turn's label is chosen by the test, and only prepare's wiring is under test here.
+TINY_LABELS = (
+    "small_talk",
+    "filler",
+    "greeting",
+    "thanks",
+    "question",
+    "preference",
+    "fact",
+    "task_state",
+    "procedure",
+    "decision",
+    "emotion",
+)
+TINY_DIMENSION = 16
+
+
+def tiny_classifier() -> TurnClassifier:
+    lexical = len(LEXICAL_FEATURES)
+    dense = np.zeros((TINY_DIMENSION + lexical, len(TINY_LABELS)))
+    dense[: len(TINY_LABELS), :] = 20.0 * np.eye(len(TINY_LABELS))
+    manifest = {
+        "model_id": "tiny-classifier-test",
+        "encoder_id": "exact-test",
+        "encoder_name": "exact-test",
+        "embedding_dimension": TINY_DIMENSION,
+        "labels": list(TINY_LABELS),
+        "keep_threshold": 0.5,
+        "gram_buckets": 0,
+        "lexical_features": list(LEXICAL_FEATURES),
+    }
+    arrays = {
+        "weight_dense": dense,
+        "weight_grams": np.zeros((0, len(TINY_LABELS))),
+        "bias": np.zeros(len(TINY_LABELS)),
+        "lexical_mean": np.zeros(lexical),
+        "lexical_scale": np.ones(lexical),
+    }
+    return TurnClassifier(manifest, arrays)
+
+
+def labelled(**texts: str) -> ExactEncoder:
+    """An encoder that gives each text the axis of its label (``fact="..."``)."""
+    vectors: dict[str, list[float]] = {}
+    for label, text in texts.items():
+        axis = TINY_LABELS.index(label.rstrip("_0123456789"))
+        vectors[text] = [0.0] * axis + [1.0]
+    return ExactEncoder(vectors, dimension=TINY_DIMENSION)
+
+
+def prepare_learned(
+    encoder: ExactEncoder, *messages: object, extractions: object = None
+) -> PreparedBatch:
+    classifier = tiny_classifier()
+    return prepare_batch(list(messages), encoder, extractions, classifier=classifier)  # type: ignore[arg-type]
+
+
+def test_learned_every_turn_is_embedded_in_one_call_and_kept_frames_in_a_second() -> None:
+    encoder = labelled(greeting="hi there", fact=MYSQL, question="what time is it?")
+    log = Log()
+
+    batch = prepare_learned(
+        encoder,
+        log.turn("hi there"),
+        log.turn(MYSQL),
+        log.command("forget", query=FORGET),
+        log.turn("what time is it?", speaker="bob"),
+    )
+
+    assert encoder.calls == [
+        ["alice: hi there", f"alice: {MYSQL}", FORGET, "bob: what time is it?"],
+        ["We use … for the billing database"],  # the slot frame of the one statement kept
+    ]
+    hi, mysql, forget, question = [p for _, p in batch.prepared]
+    assert all(p.models.classifier == "tiny-classifier-test" for p in (hi, mysql, forget, question))
+    assert hi.analysis is not None and question.analysis is not None
+    # "hi there" is the rules' small talk (precise, kept first); the question is the model's.
+    for filtered, label in ((hi.analysis, "small talk"), (question.analysis, "learned: question")):
+        assert (filtered.remember, filtered.kind, filtered.base_importance) == (
+            False,
+            "chit_chat",
+            0.2,
+        )
+        assert filtered.vector_b64 is None and filtered.triplet is None
+        assert filtered.reason.startswith(label)
+    assert mysql.analysis is not None and mysql.analysis.remember
+    assert (mysql.analysis.kind, mysql.analysis.region, mysql.analysis.base_importance) == (
+        "fact",
+        "semantic",
+        0.7,
+    )
+    assert mysql.analysis.triplet is not None and mysql.analysis.triplet.value == "MySQL"
+    np.testing.assert_array_equal(mysql.analysis.vector(), encoder.row(f"alice: {MYSQL}"))
+    assert mysql.analysis.slot is not None and mysql.analysis.slot.vector_b64 is not None
+    assert hi.analysis.slot is None and question.analysis.slot is None
+    assert forget.query_vector() is not None
+    assert batch.counts["filtered"] == 2
+
+
+@pytest.mark.parametrize(
+    ("label", "kind", "region", "importance"),
+    [
+        ("preference", "preference", "semantic", 0.9),
+        ("task_state", "task_state", "episodic", 0.85),
+        ("decision", "decision", "semantic", 0.85),
+        ("procedure", "procedure", "procedural", 0.65),
+        ("emotion", "emotion", "episodic", 0.5),
+        ("fact", "fact", "semantic", 0.7),
+    ],
+)
+def test_learned_labels_become_kinds_with_the_seeds_importance_and_region(
+    label: str, kind: str, region: str, importance: float
+) -> None:
+    text = "the staging cluster runs on three nodes"
+    [(_, prepared)] = prepare_learned(labelled(**{label: text}), Log().turn(text)).prepared
+
+    analysis = prepared.analysis
+    assert analysis is not None and analysis.remember
+    assert (analysis.kind, analysis.region, analysis.base_importance) == (kind, region, importance)
+
+
+def test_learned_the_exact_rules_still_hold_critical_importance_and_requests_to_forget() -> None:
+    allergy, forget = "I am allergic to penicillin", "please forget my home address"
+    log = Log()
+
+    batch = prepare_learned(
+        labelled(fact=allergy, fact_2=forget), log.turn(allergy), log.turn(forget)
+    )
+
+    critical, request = [p.analysis for _, p in batch.prepared]
+    assert critical is not None and critical.remember and critical.base_importance == 0.9
+    assert "critical" in critical.reason
+    assert request is not None and not request.remember and request.reason == "a request to forget"
+
+
+def test_learned_a_recorded_extraction_still_decides_its_turn() -> None:
+    log = Log()
+    message = log.turn(MYSQL)
+    turn = decode_event(message.value)
+    assert isinstance(turn, TurnRecorded)
+    extraction = rules_extraction(rules_analysis(turn)).model_copy(
+        update={"remember": False, "kind": "chit_chat"}
+    )
+    record = record_extraction(turn, extractor_info("m"), extraction)
+    encoder = labelled(fact=MYSQL)
+
+    batch = prepare_learned(encoder, message, extractions={(turn.namespace, turn.event_id): record})
+
+    [(_, prepared)] = batch.prepared
+    assert prepared.analysis is not None and not prepared.analysis.remember
+    assert prepared.models.extractor == record.extractor
+    assert prepared.models.classifier == "tiny-classifier-test"
+    assert encoder.calls == [[]], "the extraction decided: nothing to embed for the filter"

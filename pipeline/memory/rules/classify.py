@@ -226,16 +226,32 @@ def region_for(kind: Kind, text: str) -> Region:
     return "semantic"
 
 
+def not_remembered(reason: str) -> Classification:
+    return Classification("chit_chat", "episodic", BASE_IMPORTANCE["chit_chat"], False, reason)
+
+
+def decided(text: str, kind: Kind, reason: str) -> Classification:
+    """A remembered turn of a decided kind, after the exact rules that hold whoever decided it.
+
+    A request to forget is never stored; health, safety and hard constraints get at least the
+    critical importance; the region follows from the kind (and a past event for a fact).
+    """
+    if _FORGET_REQUEST.search(text):
+        return not_remembered("a request to forget")
+    importance = BASE_IMPORTANCE[kind]
+    critical = _CRITICAL.search(text)
+    if critical and importance < CRITICAL_FACT_IMPORTANCE:
+        importance = CRITICAL_FACT_IMPORTANCE
+        reason += f"; critical {critical.group(0)!r}"
+    return Classification(kind, region_for(kind, text), importance, True, reason)
+
+
 def classify(text: str) -> Classification:
     """Decide should-remember and the kind, with the seeds' base importance."""
     if is_small_talk(text) or _SIGN_OFF.search(text.strip()):
-        return Classification(
-            "chit_chat", "episodic", BASE_IMPORTANCE["chit_chat"], False, "small talk"
-        )
+        return not_remembered("small talk")
     if _FORGET_REQUEST.search(text):
-        return Classification(
-            "chit_chat", "episodic", BASE_IMPORTANCE["chit_chat"], False, "a request to forget"
-        )
+        return not_remembered("a request to forget")
     primary = _ZH_RULES if language_of(text) == "zh" else _EN_RULES
     # Mixed-language turns: the other language's rules are tried second.
     secondary = _EN_RULES if primary is _ZH_RULES else _ZH_RULES
@@ -246,9 +262,4 @@ def classify(text: str) -> Classification:
         if match:
             kind, reason = kind_rule, f"matched {match.group(0)!r}"
             break
-    importance = BASE_IMPORTANCE[kind]
-    critical = _CRITICAL.search(text)
-    if critical and importance < CRITICAL_FACT_IMPORTANCE:
-        importance = CRITICAL_FACT_IMPORTANCE
-        reason += f"; critical {critical.group(0)!r}"
-    return Classification(kind, region_for(kind, text), importance, True, reason)
+    return decided(text, kind, reason)

@@ -1,0 +1,363 @@
+"""The learned turn classifier: remember or not, and as what kind, from a turn's embedding.
+
+A multinomial logistic regression (see ``training/turn_classifier/RESULTS.md``) trained by
+``python -m training.turn_classifier.train`` on the team's labelled corpus and shipped as a
+versioned file pair under ``weights/``: the arrays (``<id>.npz``) and a manifest (``<id>.json``:
+model id, the encoder it was trained on, the feature spec, the labels, the corpus hash, the library
+versions, the arrays' sha256). It runs on numpy alone; the runtime never imports the training
+library.
+
+Its input is the vector the index gets anyway (the encoder's embedding of the turn's search text,
+so ``prepare`` still makes one encoder call per batch), a few lexical features of the turn text
+(length, script shares, question and exclamation marks, digits, first and second person markers)
+and hashed character and word n-grams of it. The same text and vector give the same answer bit for
+bit, whatever batch they come in; replay never runs it anyway, since the prepared event records
+what it decided (I2).
+
+The model is tied to the encoder it was trained on: vectors from another model mean nothing to
+it, and :func:`classifier_for` says so by returning ``None`` (the rules decide instead).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import unicodedata
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jieba
+import numpy as np
+import numpy.typing as npt
+
+from pipeline.memory.rules.text import cjk_ratio
+from schemas.errors import HindsightError
+from schemas.memory import Kind
+
+log = logging.getLogger("hindsight.classifier")
+jieba.setLogLevel(logging.WARNING)  # jieba logs its dictionary build at INFO on first use
+
+WEIGHTS_DIR = Path(__file__).with_name("weights")
+DEFAULT_MODEL = "turn-classifier-v1"
+
+Array = npt.NDArray[np.float64]
+
+# The corpus' labels and the memory kind each becomes. The five non-memory labels are never
+# remembered; they keep the chit-chat kind (and its importance) on the analysis.
+NON_MEMORY_LABELS: tuple[str, ...] = ("small_talk", "filler", "greeting", "thanks", "question")
+LABEL_KIND: dict[str, Kind] = {
+    "small_talk": "chit_chat",
+    "filler": "chit_chat",
+    "greeting": "chit_chat",
+    "thanks": "chit_chat",
+    "question": "chit_chat",
+    "preference": "preference",
+    "fact": "fact",
+    "task_state": "task_state",
+    "procedure": "procedure",
+    "decision": "decision",
+    "emotion": "emotion",
+}
+
+# -- lexical features ------------------------------------------------------------------------
+# Grammar, not vocabulary: pronouns are a closed class, the rest is counting characters.
+_LATIN_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_DIGIT = re.compile(r"\d")
+_FIRST_PERSON_EN = re.compile(
+    r"\b(i|i'm|im|i've|ive|i'd|i'll|me|my|mine|myself|we|we're|we've|we'll|us|our|ours)\b", re.I
+)
+_SECOND_PERSON_EN = re.compile(r"\b(you|you're|youre|you've|you'll|your|yours|u|ur)\b", re.I)
+_FIRST_PERSON_ZH = re.compile(r"[我咱俺]")
+_SECOND_PERSON_ZH = re.compile(r"[你您]")
+_CODE_LIKE = re.compile(r"[`=<>{}\[\]|\\$#]|\w[./_]\w|--")
+_SENTENCE_END = re.compile(r"[.!?。！？；;]+")
+
+LEXICAL_FEATURES: tuple[str, ...] = (
+    "log_chars",
+    "log_tokens",
+    "cjk_share",
+    "latin_share",
+    "digit_share",
+    "has_digit",
+    "has_question_mark",
+    "ends_with_question_mark",
+    "has_exclamation",
+    "first_person_en",
+    "first_person_zh",
+    "second_person_en",
+    "second_person_zh",
+    "has_symbol_or_emoji",
+    "code_like",
+    "log_sentences",
+)
+
+
+def lexical_features(text: str) -> Array:
+    """The cheap features of a turn's text, in :data:`LEXICAL_FEATURES` order (unscaled)."""
+    folded = unicodedata.normalize("NFKC", text).strip()
+    chars = [ch for ch in folded if not ch.isspace()]
+    n_chars = len(chars)
+    latin_words = _LATIN_WORD.findall(folded)
+    cjk_chars = _CJK_CHAR.findall(folded)
+    digits = _DIGIT.findall(folded)
+    latin_letters = sum(1 for ch in chars if ch.isascii() and ch.isalpha())
+    sentences = [part for part in _SENTENCE_END.split(folded) if part.strip()]
+    values = [
+        np.log1p(n_chars),
+        np.log1p(len(latin_words) + len(cjk_chars) + len(re.findall(r"\d+", folded))),
+        cjk_ratio(folded),
+        latin_letters / n_chars if n_chars else 0.0,
+        len(digits) / n_chars if n_chars else 0.0,
+        1.0 if digits else 0.0,
+        1.0 if "?" in folded else 0.0,
+        1.0 if folded.rstrip(" .~…").endswith("?") else 0.0,
+        1.0 if "!" in folded else 0.0,
+        1.0 if _FIRST_PERSON_EN.search(folded) else 0.0,
+        1.0 if _FIRST_PERSON_ZH.search(folded) else 0.0,
+        1.0 if _SECOND_PERSON_EN.search(folded) else 0.0,
+        1.0 if _SECOND_PERSON_ZH.search(folded) else 0.0,
+        1.0 if any(unicodedata.category(ch) in {"So", "Sk", "Cs"} for ch in folded) else 0.0,
+        1.0 if _CODE_LIKE.search(folded) else 0.0,
+        np.log1p(len(sentences)),
+    ]
+    return np.asarray(values, dtype=np.float64)
+
+
+# -- hashed character and word n-grams ---------------------------------------------------------
+# Learned from the corpus like any bag-of-words model: no list is written by hand. Character
+# 1-3-grams carry Chinese (where the English encoder is weak) and misspellings; jieba's words
+# carry whole words in both languages. crc32 keeps the buckets the same in every process.
+_SPACES = re.compile(r"\s+")
+_WORDLIKE = re.compile(r"\w")
+CHAR_NGRAMS = 3
+
+
+def gram_features(text: str, buckets: int) -> tuple[npt.NDArray[np.int64], Array]:
+    """Bucket indices and weights (log counts, unit norm) of a text's hashed n-grams."""
+    folded = _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    counts: dict[int, int] = {}
+
+    def add(key: str) -> None:
+        bucket = zlib.crc32(key.encode("utf-8")) % buckets
+        counts[bucket] = counts.get(bucket, 0) + 1
+
+    padded = f" {folded} "
+    for n in range(1, CHAR_NGRAMS + 1):
+        for start in range(len(padded) - n + 1):
+            gram = padded[start : start + n]
+            if gram.strip():
+                add(f"c{n}:{gram}")
+    for word in jieba.lcut(folded):
+        if word.strip() and _WORDLIKE.search(word):
+            add(f"w:{word}")
+    if not counts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    indices = np.fromiter(sorted(counts), dtype=np.int64)
+    values = np.log1p(np.asarray([counts[int(i)] for i in indices], dtype=np.float64))
+    return indices, values / np.linalg.norm(values)
+
+
+# -- the model -------------------------------------------------------------------------------
+class ClassifierFileError(HindsightError):
+    """A weights file or manifest that does not load or does not match; names the field."""
+
+
+@dataclass(frozen=True)
+class TurnVerdict:
+    """What the classifier made of one turn."""
+
+    remember: bool
+    label: str  # the most probable corpus label among those the filter decision allows
+    kind: Kind
+    confidence: float  # that label's probability
+    keep_probability: float  # the probability mass on the memory labels
+
+    @property
+    def reason(self) -> str:
+        return f"learned: {self.label} {self.confidence:.2f} (keep {self.keep_probability:.2f})"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class TurnClassifier:
+    """A loaded classifier file: multinomial logistic regression over three feature blocks.
+
+    logits = [vector, scaled lexical] · W_dense + Σ gram weight · W_grams[bucket] + bias
+    """
+
+    def __init__(self, manifest: dict[str, Any], arrays: dict[str, Array]) -> None:
+        self.manifest = manifest
+        self.id: str = _field(manifest, "model_id", str)
+        self.encoder_id: str = _field(manifest, "encoder_id", str)
+        self.encoder_name: str = _field(manifest, "encoder_name", str)
+        self.dimension: int = _field(manifest, "embedding_dimension", int)
+        self.labels: tuple[str, ...] = tuple(_field(manifest, "labels", list))
+        self.threshold: float = float(_field(manifest, "keep_threshold", float))
+        self.buckets: int = _field(manifest, "gram_buckets", int)
+        unknown = [label for label in self.labels if label not in LABEL_KIND]
+        if unknown:
+            raise ClassifierFileError(f"labels: unknown label(s) {unknown} in {self.id}")
+        features = tuple(_field(manifest, "lexical_features", list))
+        if features != LEXICAL_FEATURES:
+            raise ClassifierFileError(
+                f"lexical_features: {self.id} was trained on {list(features)}, "
+                f"this code computes {list(LEXICAL_FEATURES)}"
+            )
+        self._keep = np.asarray([label not in NON_MEMORY_LABELS for label in self.labels])
+        try:
+            self._lexical_mean = arrays["lexical_mean"]
+            self._lexical_scale = arrays["lexical_scale"]
+            self._dense = arrays["weight_dense"]
+            self._grams = arrays["weight_grams"]
+            self._bias = arrays["bias"]
+        except KeyError as error:
+            raise ClassifierFileError(f"{error.args[0]}: missing from {self.id}'s arrays") from None
+        shapes = {
+            "lexical_mean": (self._lexical_mean.shape, (len(LEXICAL_FEATURES),)),
+            "lexical_scale": (self._lexical_scale.shape, (len(LEXICAL_FEATURES),)),
+            "weight_dense": (
+                self._dense.shape,
+                (self.dimension + len(LEXICAL_FEATURES), len(self.labels)),
+            ),
+            "weight_grams": (self._grams.shape, (self.buckets, len(self.labels))),
+            "bias": (self._bias.shape, (len(self.labels),)),
+        }
+        for name, (shape, expected) in shapes.items():
+            if shape != expected:
+                raise ClassifierFileError(f"{name}: shape {shape}, expected {expected}")
+
+    def probabilities(self, texts: Sequence[str], vectors: npt.ArrayLike) -> Array:
+        """Label probabilities, one row per turn, columns in :attr:`labels` order."""
+        if not texts:
+            return np.zeros((0, len(self.labels)))
+        embedded = np.asarray(vectors, dtype=np.float64).reshape(len(texts), -1)
+        if embedded.shape[1] != self.dimension:
+            raise ClassifierFileError(
+                f"vector: {self.id} takes {self.dimension} dimensions, got {embedded.shape[1]}"
+            )
+        rows = zip(texts, embedded, strict=True)
+        return np.stack([self._row(text, vector) for text, vector in rows])
+
+    def _row(self, text: str, vector: Array) -> Array:
+        # One turn at a time: a matrix product over a whole batch may round differently from
+        # the same rows one by one, and a turn's answer must not depend on its batch.
+        scaled = (lexical_features(text) - self._lexical_mean) / self._lexical_scale
+        logits = np.concatenate([vector, scaled]) @ self._dense + self._bias
+        if self.buckets:
+            indices, values = gram_features(text, self.buckets)
+            logits = logits + values @ self._grams[indices]
+        exp = np.exp(logits - logits.max())
+        probabilities: Array = exp / exp.sum()
+        return probabilities
+
+    def verdict(self, row: Array) -> TurnVerdict:
+        """The filter decision and the kind from one row of label probabilities."""
+        keep = float(row[self._keep].sum())
+        remember = keep >= self.threshold
+        allowed = np.where(self._keep == remember, row, -1.0)
+        best = int(np.argmax(allowed))
+        label = self.labels[best]
+        return TurnVerdict(remember, label, LABEL_KIND[label], float(row[best]), keep)
+
+    def classify_many(self, texts: Sequence[str], vectors: npt.ArrayLike) -> list[TurnVerdict]:
+        return [self.verdict(row) for row in self.probabilities(texts, vectors)]
+
+    def classify(self, text: str, vector: npt.ArrayLike) -> TurnVerdict:
+        """Remember or not, the kind and the confidence for one turn text and its vector."""
+        [verdict] = self.classify_many([text], np.asarray(vector).reshape(1, -1))
+        return verdict
+
+    def fits(self, encoder_name: str) -> bool:
+        """True when vectors of this encoder (by model name, any backend) are what it reads."""
+        return encoder_name == self.encoder_name
+
+
+def _field(manifest: dict[str, Any], name: str, kind: type) -> Any:
+    if name not in manifest:
+        raise ClassifierFileError(f"{name}: missing from the classifier manifest")
+    value = manifest[name]
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ClassifierFileError(f"{name}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def versioned_id(name: str, weights_sha256: str) -> str:
+    """The id recorded with each prepared event: the file's name and its arrays' hash."""
+    return f"{name}-{weights_sha256[:12]}"
+
+
+def load_turn_classifier(
+    model_id: str = DEFAULT_MODEL, directory: Path = WEIGHTS_DIR
+) -> TurnClassifier:
+    """Load ``<directory>/<model_id>.json`` and its arrays; the arrays' hash must match.
+
+    ``model_id`` names the file; the loaded classifier's :attr:`TurnClassifier.id` adds the
+    arrays' hash, so a retrained file is a new id on every event it prepares.
+    """
+    manifest_path = directory / f"{model_id}.json"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ClassifierFileError(f"{manifest_path}: cannot read the manifest ({error})") from None
+    if not isinstance(manifest, dict):
+        raise ClassifierFileError(f"{manifest_path}: the manifest is not a JSON object")
+    arrays_path = directory / _field(manifest, "weights_file", str)
+    try:
+        digest = _sha256(arrays_path)
+    except OSError as error:
+        raise ClassifierFileError(f"weights_file: cannot read {arrays_path} ({error})") from None
+    if digest != _field(manifest, "weights_sha256", str):
+        raise ClassifierFileError(f"weights_sha256: {arrays_path} does not match its manifest")
+    with np.load(arrays_path, allow_pickle=False) as stored:
+        arrays = {name: np.asarray(stored[name], dtype=np.float64) for name in stored.files}
+    expected = versioned_id(model_id, digest)
+    if _field(manifest, "model_id", str) != expected:
+        raise ClassifierFileError(
+            f"model_id: {manifest_path} holds {manifest['model_id']!r}, expected {expected!r}"
+        )
+    return TurnClassifier(manifest, arrays)
+
+
+_WARNED: set[tuple[str, str]] = set()
+
+
+def classifier_for(choice: str, encoder_name: str) -> TurnClassifier | None:
+    """The learned classifier when ``choice`` is ``learned`` and it fits the encoder, else None.
+
+    ``None`` means the rules decide. A mismatch is logged once per process and encoder.
+    """
+    if choice == "rules":
+        return None
+    if choice != "learned":
+        raise ClassifierFileError(f"classifier: expected learned or rules, got {choice!r}")
+    classifier = _cached()
+    if classifier.fits(encoder_name):
+        return classifier
+    if (classifier.id, encoder_name) not in _WARNED:
+        _WARNED.add((classifier.id, encoder_name))
+        log.warning(
+            "classifier %s was trained on %s vectors, the encoder is %s: the rules decide instead",
+            classifier.id,
+            classifier.encoder_name,
+            encoder_name,
+        )
+    return None
+
+
+_LOADED: dict[str, TurnClassifier] = {}
+
+
+def _cached() -> TurnClassifier:
+    if DEFAULT_MODEL not in _LOADED:
+        _LOADED[DEFAULT_MODEL] = load_turn_classifier(DEFAULT_MODEL)
+    return _LOADED[DEFAULT_MODEL]

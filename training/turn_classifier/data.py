@@ -1,0 +1,111 @@
+"""What the classifier is trained and scored on: corpus turns as ``prepare`` would present them.
+
+``prepare`` embeds a turn's search text (``pipeline.memory.rules.extraction.search_text``:
+``"<speaker>: <text>"`` and, in brackets, the dates its relative time phrases point at) and the
+classifier reads that vector, so training embeds the same text, made by the same function, with
+one fixed event time (:data:`EVENT_TIME`; the corpus has none). The corpus has no speakers
+either, so each turn is framed with speaker names drawn by a hash of its id from a fixed, mixed
+list (a role, English and Chinese names); training uses two framings per turn so that the name
+is noise the model learns to ignore. The held-back evaluation uses one framing per turn, drawn
+the same way.
+
+Embeddings can be cached on disk (keyed by encoder id and text) to make reruns fast; the cache
+only saves time, the vectors are the encoder's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from pipeline.memory.rules.extraction import search_text as runtime_search_text
+from pipeline.models.classifier import lexical_features
+from pipeline.models.encoders import Encoder, encoder_id
+from training.turn_classifier.corpus_stats import CORPUS_PATH, LABELS, Turn
+
+ENCODER = "minilm"
+SPEAKERS: tuple[str, ...] = (
+    "user",
+    "assistant",
+    "Alex",
+    "Sam",
+    "Priya",
+    "Jordan",
+    "Maria",
+    "Tom",
+    "Wei",
+    "小明",
+    "王芳",
+    "Kenji",
+    "Fatima",
+    "Lena",
+    "Omar",
+    "Mei",
+)
+TRAINING_FRAMINGS = (1, 2)  # two speakers per training turn
+EVALUATION_FRAMING = 1
+EVENT_TIME = datetime(2024, 5, 8, 12, 0, tzinfo=UTC)  # a Wednesday; only time notes read it
+
+
+def speaker_for(turn_id: str, framing: int) -> str:
+    digest = hashlib.sha256(f"hindsight-turn-speaker/{framing}/{turn_id}".encode()).digest()
+    return SPEAKERS[digest[0] % len(SPEAKERS)]
+
+
+def search_text(turn: Turn, framing: int) -> str:
+    """The text ``prepare`` embeds for this turn said by the framing's speaker."""
+    return runtime_search_text(speaker_for(turn.id, framing), turn.text, EVENT_TIME)
+
+
+def corpus_sha256(path: Path = CORPUS_PATH) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """One row per (turn, framing): the embedding, the lexical features and the label index."""
+
+    turns: list[Turn]  # the turn of each row
+    vectors: npt.NDArray[np.float32]
+    lexical: npt.NDArray[np.float64]
+    labels: npt.NDArray[np.int64]
+
+
+def embed(encoder: Encoder, texts: Sequence[str], cache: Path | None) -> npt.NDArray[np.float32]:
+    """The encoder's vectors for ``texts``, read from / added to ``cache`` when given."""
+    if cache is None:
+        return encoder.encode(list(texts))
+    cache.mkdir(parents=True, exist_ok=True)
+    model = encoder_id(encoder)
+    keys = [hashlib.sha256(f"{model}\n{text}".encode()).hexdigest() for text in texts]
+    store = cache / f"{hashlib.sha256(model.encode()).hexdigest()[:16]}.npz"
+    known: dict[str, npt.NDArray[np.float32]] = {}
+    if store.exists():
+        with np.load(store, allow_pickle=False) as saved:
+            known = dict(zip(saved["keys"].tolist(), saved["vectors"], strict=True))
+    by_key = dict(zip(keys, texts, strict=True))
+    missing = sorted(key for key in by_key if key not in known)
+    if missing:
+        fresh = encoder.encode([by_key[key] for key in missing])
+        known.update(zip(missing, fresh, strict=True))
+        np.savez(store, keys=np.array(list(known)), vectors=np.stack(list(known.values())))
+    return np.stack([known[key] for key in keys]).astype(np.float32)
+
+
+def inputs(
+    turns: Sequence[Turn], encoder: Encoder, framings: Sequence[int], cache: Path | None
+) -> Inputs:
+    rows = [(turn, framing) for framing in framings for turn in turns]
+    vectors = embed(encoder, [search_text(turn, framing) for turn, framing in rows], cache)
+    return Inputs(
+        turns=[turn for turn, _ in rows],
+        vectors=vectors,
+        lexical=np.stack([lexical_features(turn.text) for turn, _ in rows]),
+        labels=np.array([LABELS.index(turn.label) for turn, _ in rows], dtype=np.int64),
+    )

@@ -1,0 +1,354 @@
+"""Train the turn classifier and write ``pipeline/models/weights/<model id>.{npz,json}``.
+
+    python -m training.turn_classifier.train [--select] [--cache DIR] [--out DIR]
+
+Only the training three quarters of the corpus (``split.py``) are read here. What was chosen and
+how (see training/turn_classifier/RESULTS.md):
+
+- the model and its features: by 5-fold cross-validation on the training quarters (folds hashed
+  from the ids); ``--select`` re-runs that grid and prints it;
+- the filter threshold: on the same folds' out-of-fold probabilities, the highest threshold on
+  the memory labels' probability mass that still keeps the non-memory precision at or above
+  :data:`TARGET_PRECISION` (what is filtered away must be chatter, or facts get lost);
+- then one final fit on all training turns.
+
+Deterministic: lbfgs has no randomness, the folds and speakers are hashes, BLAS runs one thread,
+and the arrays are written into a zip with fixed timestamps, so a rerun with the same library
+versions writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sparse
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
+
+from pipeline.models.classifier import (
+    CHAR_NGRAMS,
+    DEFAULT_MODEL,
+    LEXICAL_FEATURES,
+    WEIGHTS_DIR,
+    gram_features,
+    versioned_id,
+)
+from pipeline.models.encoders import Encoder, encoder_id, load_encoder
+from training.turn_classifier.corpus_stats import LABELS, NON_MEMORY_LABELS, Turn, load_corpus
+from training.turn_classifier.data import (
+    ENCODER,
+    EVALUATION_FRAMING,
+    EVENT_TIME,
+    SPEAKERS,
+    TRAINING_FRAMINGS,
+    Inputs,
+    corpus_sha256,
+    inputs,
+)
+from training.turn_classifier.split import FOLD_SEED, HELD_BACK_EVERY, SEED, folds_of, split
+
+FOLDS = 5
+TARGET_PRECISION = 0.95  # of the turns filtered away, at least this share must be non-memory
+THRESHOLD_GRID = np.round(np.arange(0.01, 1.0, 0.01), 2)
+MAX_ITER = 5000
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of the selection grid."""
+
+    c: float  # inverse L2 strength
+    gram_buckets: int  # 0: no n-gram block
+
+    @property
+    def name(self) -> str:
+        grams = f"grams 2^{self.gram_buckets.bit_length() - 1}" if self.gram_buckets else "none"
+        return f"C={self.c:g}, n-grams: {grams}"
+
+
+# --select scores GRID by cross-validation and fits the best (the highest out-of-fold filter
+# recall at TARGET_PRECISION, then macro F1); without it, CHOSEN (what --select picked last;
+# training/turn_classifier/RESULTS.md has the table). The embedding-only rows (n-grams: none,
+# C = 1, 3, 10) were scored in the first run and left out of the grid after: they trail by far.
+GRID = [Config(c, 1 << 15) for c in (3.0, 10.0, 30.0)]
+CHOSEN = Config(c=30.0, gram_buckets=1 << 15)
+
+
+# -- the design matrix --------------------------------------------------------------------
+def gram_matrix(turns: Sequence[Turn], buckets: int) -> sparse.csr_matrix:
+    rows: list[int] = []
+    columns: list[int] = []
+    values: list[float] = []
+    for row, turn in enumerate(turns):
+        indices, weights = gram_features(turn.text, buckets)
+        rows.extend([row] * len(indices))
+        columns.extend(indices.tolist())
+        values.extend(weights.tolist())
+    return sparse.csr_matrix((values, (rows, columns)), shape=(len(turns), max(buckets, 1)))
+
+
+@dataclass(frozen=True)
+class Scaling:
+    mean: npt.NDArray[np.float64]
+    scale: npt.NDArray[np.float64]
+
+    @classmethod
+    def of(cls, lexical: npt.NDArray[np.float64]) -> Scaling:
+        scale = lexical.std(axis=0)
+        return cls(lexical.mean(axis=0), np.where(scale > 0, scale, 1.0))
+
+
+def design(data: Inputs, scaling: Scaling, config: Config) -> sparse.csr_matrix:
+    """[vector, scaled lexical, n-grams]: the columns the runtime multiplies."""
+    blocks = [
+        sparse.csr_matrix(data.vectors.astype(np.float64)),
+        sparse.csr_matrix((data.lexical - scaling.mean) / scaling.scale),
+    ]
+    if config.gram_buckets:
+        blocks.append(gram_matrix(data.turns, config.gram_buckets))
+    return sparse.hstack(blocks).tocsr()
+
+
+def fit(data: Inputs, config: Config) -> tuple[LogisticRegression, Scaling]:
+    scaling = Scaling.of(data.lexical)
+    model = LogisticRegression(C=config.c, max_iter=MAX_ITER)
+    model.fit(design(data, scaling, config), data.labels)
+    return model, scaling
+
+
+def subset(data: Inputs, mask: npt.NDArray[np.bool_]) -> Inputs:
+    return Inputs(
+        turns=[turn for turn, keep in zip(data.turns, mask, strict=True) if keep],
+        vectors=data.vectors[mask],
+        lexical=data.lexical[mask],
+        labels=data.labels[mask],
+    )
+
+
+# -- cross-validation ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class FoldInputs:
+    training: Inputs  # every framing of every training turn
+    scoring: Inputs  # the evaluation framing of every training turn
+    training_folds: npt.NDArray[np.int64]
+    scoring_folds: npt.NDArray[np.int64]
+
+
+def fold_inputs(turns: Sequence[Turn], encoder: Encoder, cache: Path | None) -> FoldInputs:
+    training = inputs(turns, encoder, TRAINING_FRAMINGS, cache)
+    scoring = inputs(turns, encoder, (EVALUATION_FRAMING,), cache)
+    fold = folds_of(turns, FOLDS)
+    return FoldInputs(
+        training=training,
+        scoring=scoring,
+        training_folds=np.array([fold[t.id] for t in training.turns]),
+        scoring_folds=np.array([fold[t.id] for t in scoring.turns]),
+    )
+
+
+def out_of_fold(data: FoldInputs, config: Config) -> npt.NDArray[np.float64]:
+    """Each training turn's label probabilities from the model fitted without its fold."""
+    probabilities = np.zeros((len(data.scoring.turns), len(LABELS)))
+    for fold in range(FOLDS):
+        model, scaling = fit(subset(data.training, data.training_folds != fold), config)
+        held = data.scoring_folds == fold
+        probabilities[held] = model.predict_proba(
+            design(subset(data.scoring, held), scaling, config)
+        )
+    return probabilities
+
+
+NON_MEMORY = np.array([label in NON_MEMORY_LABELS for label in LABELS])
+
+
+def filter_figures(
+    probabilities: npt.NDArray[np.float64], labels: npt.NDArray[np.int64], threshold: float
+) -> dict[str, float]:
+    """Non-memory precision and recall when turns under ``threshold`` keep-mass are dropped."""
+    dropped = probabilities[:, ~NON_MEMORY].sum(axis=1) < threshold
+    truly = NON_MEMORY[labels]
+    hits = int((dropped & truly).sum())
+    return {
+        "non_memory_precision": hits / int(dropped.sum()) if dropped.any() else 1.0,
+        "non_memory_recall": hits / int(truly.sum()) if truly.any() else 1.0,
+        "memory_kept": float((~dropped & ~truly).sum() / max(int((~truly).sum()), 1)),
+    }
+
+
+def choose_threshold(
+    probabilities: npt.NDArray[np.float64], labels: npt.NDArray[np.int64]
+) -> float:
+    """The highest keep threshold whose non-memory precision is still >= TARGET_PRECISION."""
+    chosen = float(THRESHOLD_GRID[0])
+    for threshold in THRESHOLD_GRID:
+        if filter_figures(probabilities, labels, float(threshold))["non_memory_precision"] >= (
+            TARGET_PRECISION
+        ):
+            chosen = float(threshold)
+    return chosen
+
+
+def macro_f1(probabilities: npt.NDArray[np.float64], labels: npt.NDArray[np.int64]) -> float:
+    predicted = probabilities.argmax(axis=1)
+    scores = []
+    for label in range(len(LABELS)):
+        tp = int(((predicted == label) & (labels == label)).sum())
+        fp = int(((predicted == label) & (labels != label)).sum())
+        fn = int(((predicted != label) & (labels == label)).sum())
+        scores.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return float(np.mean(scores))
+
+
+def cv_summary(data: FoldInputs, config: Config) -> dict[str, Any]:
+    probabilities = out_of_fold(data, config)
+    labels = data.scoring.labels
+    threshold = choose_threshold(probabilities, labels)
+    return {
+        "config": config.name,
+        "macro_f1": round(macro_f1(probabilities, labels), 4),
+        "accuracy": round(float((probabilities.argmax(axis=1) == labels).mean()), 4),
+        "keep_threshold": threshold,
+        **{k: round(v, 4) for k, v in filter_figures(probabilities, labels, threshold).items()},
+    }
+
+
+# -- export -------------------------------------------------------------------------------
+def _zip_arrays(arrays: dict[str, npt.NDArray[Any]]) -> bytes:
+    """An .npz with fixed member timestamps, so the same arrays give the same bytes."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(arrays):
+            member = io.BytesIO()
+            np.lib.format.write_array(
+                member, np.ascontiguousarray(arrays[name]), allow_pickle=False
+            )
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, member.getvalue())
+    return buffer.getvalue()
+
+
+def export(
+    out: Path,
+    model: LogisticRegression,
+    scaling: Scaling,
+    config: Config,
+    threshold: float,
+    encoder: Encoder,
+    cv: dict[str, Any],
+    counts: dict[str, int],
+) -> Path:
+    labels = [LABELS[int(index)] for index in model.classes_]
+    weights = model.coef_.T.astype(np.float32)  # (features, labels)
+    dense = encoder.dimension + len(LEXICAL_FEATURES)
+    grams = weights[dense:] if config.gram_buckets else np.zeros((0, len(labels)), np.float32)
+    arrays = {
+        "weight_dense": weights[:dense],
+        "weight_grams": grams,
+        "bias": model.intercept_.astype(np.float32),
+        "lexical_mean": scaling.mean.astype(np.float32),
+        "lexical_scale": scaling.scale.astype(np.float32),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    weights_file = f"{DEFAULT_MODEL}.npz"
+    payload = _zip_arrays(arrays)
+    (out / weights_file).write_bytes(payload)
+
+    manifest = {
+        "model_id": versioned_id(DEFAULT_MODEL, hashlib.sha256(payload).hexdigest()),
+        "model_type": "multinomial logistic regression (scikit-learn lbfgs, L2)",
+        "encoder_name": encoder.name,
+        "encoder_id": encoder_id(encoder),
+        "embedding_dimension": encoder.dimension,
+        "input": {
+            "vector": "the encoder's embedding of the search text '<speaker>: <text>'",
+            "lexical": "lexical_features(text), standardised with lexical_mean/lexical_scale",
+            "grams": f"gram_features(text, gram_buckets): char 1-{CHAR_NGRAMS}-grams and jieba "
+            "words, crc32-hashed, log counts, unit norm",
+        },
+        "lexical_features": list(LEXICAL_FEATURES),
+        "gram_buckets": config.gram_buckets,
+        "labels": labels,
+        "non_memory_labels": list(NON_MEMORY_LABELS),
+        "keep_threshold": threshold,
+        "threshold_rule": (
+            f"highest threshold on P(memory labels) whose out-of-fold non-memory precision "
+            f">= {TARGET_PRECISION}"
+        ),
+        "regularisation_c": config.c,
+        "training": {
+            "corpus": "training/turn_classifier/corpus.jsonl",
+            "corpus_sha256": corpus_sha256(),
+            **counts,
+            "split": (
+                f"per (label, lang) stratum, turns ordered by sha256('{SEED}' + id); "
+                f"every {HELD_BACK_EVERY}th from the first held back"
+            ),
+            "folds": (
+                f"{FOLDS} folds dealt in turn within each (label, lang) stratum of the training "
+                f"turns, ordered by sha256('{FOLD_SEED}' + id)"
+            ),
+            "event_time": EVENT_TIME.isoformat(),
+            "speaker_framings": list(TRAINING_FRAMINGS),
+            "speakers": list(SPEAKERS),
+            "cross_validation": cv,
+        },
+        "libraries": {
+            name: version(name)
+            for name in ("scikit-learn", "numpy", "scipy", "jieba", "sentence-transformers")
+        },
+        "weights_file": weights_file,
+        "weights_dtype": "float32",
+        "weights_sha256": hashlib.sha256(payload).hexdigest(),
+    }
+    manifest_path = out / f"{DEFAULT_MODEL}.json"
+    manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    return manifest_path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.turn_classifier.train")
+    parser.add_argument("--select", action="store_true", help="print the selection grid first")
+    parser.add_argument("--cache", type=Path, default=None, help="embedding cache directory")
+    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
+    args = parser.parse_args(argv)
+
+    with threadpool_limits(1):
+        training_turns, held_back = split(load_corpus())
+        encoder = load_encoder(ENCODER)
+        data = fold_inputs(training_turns, encoder, args.cache)
+        chosen, cv = CHOSEN, None
+        if args.select:
+            scored = []
+            for config in GRID:
+                summary = cv_summary(data, config)
+                print(json.dumps(summary), flush=True)
+                scored.append((summary["non_memory_recall"], summary["macro_f1"], config, summary))
+            _, _, chosen, cv = max(scored, key=lambda row: (row[0], row[1]))
+        if cv is None:
+            cv = cv_summary(data, chosen)
+        print(json.dumps({"chosen": cv}), flush=True)
+        model, scaling = fit(data.training, chosen)
+    counts = {
+        "corpus_turns": len(training_turns) + len(held_back),
+        "training_turns": len(training_turns),
+        "held_back_turns": len(held_back),
+    }
+    path = export(args.out, model, scaling, chosen, cv["keep_threshold"], encoder, cv, counts)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
