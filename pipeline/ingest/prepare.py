@@ -571,6 +571,13 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
             )
         state["ready"] = True
 
+    caught_up: set[int] = set()  # input partitions whose policy histories this worker has read
+
+    @app.on_partitions_assigned.connect  # type: ignore[misc, arg-type]
+    async def forget_caught_up(app: faust.App, *_: Any, **__: Any) -> None:
+        # Any partition may have been held by another worker in between: read again before use.
+        caught_up.clear()
+
     @app.timer(interval=2.0)
     async def write_stats() -> None:
         stats.write(settings.data_dir)
@@ -617,10 +624,14 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                     await state["keys"].wait_for_values(
                         [m.value for m in messages], settings.key_wait_s
                     )
-            # Histories another worker wrote before it handed this partition over (cheap when
-            # nothing changed: one end-offsets request).
-            with stats.timed("policies"):
-                await state["policies"].catch_up()
+            # Only this worker writes the histories of the namespaces on a partition it holds, so
+            # the topic is read again only for a partition it has not prepared since it was last
+            # assigned: that catches up with what the previous holder wrote before handing over.
+            fresh = {m.partition for m in messages} - caught_up
+            if fresh:
+                with stats.timed("policies"):
+                    await state["policies"].catch_up()
+                caught_up.update(fresh)
             book = state["policies"].book
             extractions = None
             if "extractions" in state:
