@@ -34,7 +34,7 @@ from pipeline.interfaces.client import Hindsight
 from pipeline.models.encoders import encoder_id, load_encoder
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stack import WorkerProcess, wait_worker_ready
-from pipeline.runtime.stage_stats import seconds_by_stage
+from pipeline.runtime.stage_stats import read_stats, seconds_by_stage
 from schemas.memory import MemoryRecord
 from topics.admin import ensure_topics
 
@@ -183,6 +183,11 @@ async def run(
                 await client.wait_applied(receipt, timeout=1800)
             ingest_seconds = time.perf_counter() - started
             stage_seconds = seconds_by_stage(work)
+            encoded_texts = sum(
+                int(entry.get("counts", {}).get("encoded_texts", 0))
+                for entry in read_stats(work)
+                if entry.get("stage") == "prepare"
+            )
             fresh = await steady_freshness(
                 client, steady_rate, steady_turns, datetime(2030, 1, 1, tzinfo=UTC)
             )
@@ -221,6 +226,14 @@ async def run(
             if encode_seconds
             else None,
             "stage_seconds": stage_seconds,
+            # prepare embeds each remembered turn and each stateful statement's slot frame, so
+            # the encoder does more than one text per turn; per text it is this share of alone:
+            "encoded_texts": encoded_texts,
+            "ingest_vs_encoder_per_text_pct": round(
+                encoded_texts / ingest_seconds / embedding_only * 100, 1
+            )
+            if encoded_texts
+            else None,
             "freshness_p50_ms": round(percentile(fresh, 0.5) or 0.0, 1),
             "freshness_p99_ms": round(percentile(fresh, 0.99) or 0.0, 1),
             "freshness_turns": len(fresh),

@@ -367,6 +367,7 @@ def prepare_batch(
     started = time.perf_counter()
     vectors = encoder.encode(texts)
     batch.encode_seconds = time.perf_counter() - started
+    batch.counts["encoded_texts"] += len(texts)
     if classifier is not None and to_classify:
         learned = classify_turns(classifier, to_classify, vectors, text_of, time_notes=time_notes)
         analyses.update(learned)
