@@ -232,6 +232,7 @@ def test_one_encoder_call_for_the_remembered_turns_and_the_forget_queries() -> N
         "CommandIssued": 2,
         "MemoriesRecalled": 1,
         "plain_inputs": 6,  # no envelope: a raw producer's input cannot be shredded
+        "encoded_texts": 5,  # two remembered turns, their two slot frames, one forget query
     }
 
 
