@@ -17,6 +17,8 @@ import numpy as np
 
 from pipeline.recall.hot_index import NamespaceView
 
+CLOSE_CAP = 8  # near copies kept per seed, in multiples of ``per_seed``
+
 
 def _session(view: NamespaceView, memory_id: str) -> str:
     record = view.records[memory_id]
@@ -60,19 +62,28 @@ def linked(
         if view.dimension is not None and view.size:
             cosines = view.matrix[: view.size] @ view.matrix[slot]
             close = np.flatnonzero(cosines >= min_cosine)
+            cap = CLOSE_CAP * per_seed
+            if len(close) > cap:
+                # A dense namespace (an event told many times) would hand thousands of near
+                # copies to the checks below; the strongest few times ``per_seed`` are plenty.
+                close = close[np.argpartition(-cosines[close], cap)[:cap]]
             for other_slot, cosine in zip(close.tolist(), cosines[close].tolist(), strict=True):
                 other = view.ids[other_slot]
                 if cosine > strength.get(other, 0.0):
                     strength[other] = float(cosine)
+        # Strongest first; the session and visibility checks (the costly part in a dense
+        # namespace) run only until ``per_seed`` links are found.
         ranked = sorted(
-            (
-                (value, other)
-                for other, value in strength.items()
-                if other not in seed_ids and _session(view, other) != session and accept(other)
-            ),
+            ((value, other) for other, value in strength.items() if other not in seed_ids),
             key=lambda item: (-item[0], item[1]),
         )
-        for value, other in ranked[:per_seed]:
+        taken = 0
+        for value, other in ranked:
+            if taken == per_seed:
+                break
+            if _session(view, other) == session or not accept(other):
+                continue
+            taken += 1
             inherited = min(1.0, value) * seed_relevance
             if inherited > found.get(other, 0.0):
                 found[other] = inherited
