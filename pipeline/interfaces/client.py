@@ -61,7 +61,7 @@ from schemas.events import (
     check_namespace,
 )
 from schemas.memory import MemoryRecord, Watermark
-from schemas.policy import RedactionSettings
+from schemas.policy import NamespacePolicies, RedactionSettings
 from topics.catalogue import topic_names
 
 
@@ -373,11 +373,7 @@ class Hindsight:
     async def policy(self, namespace: str) -> RedactionSettings:
         """The namespace's redaction as prepare last recorded it (off when never set)."""
         check_namespace(namespace)
-        store = await open_policy_store(self.settings)
-        try:
-            history = store.book.get(namespace)
-        finally:
-            await store.stop()
+        history = await self._policy_history(namespace)
         if history is None or not history.entries:
             return RedactionSettings()
         return history.entries[-1].redaction
@@ -665,12 +661,16 @@ class Hindsight:
             return await self._revealed(record)
         return record
 
-    async def _revealed(self, record: MemoryRecord) -> MemoryRecord:
+    async def _policy_history(self, namespace: str) -> NamespacePolicies | None:
+        """The namespace's policy history as prepare recorded it (read once, then closed)."""
         store = await open_policy_store(self.settings)
         try:
-            history = store.book.get(record.namespace)
+            return store.book.get(namespace)
         finally:
             await store.stop()
+
+    async def _revealed(self, record: MemoryRecord) -> MemoryRecord:
+        history = await self._policy_history(record.namespace)
         content = record.content
         for source in record.provenance:
             if source.partition is None or source.offset is None:
