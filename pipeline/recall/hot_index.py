@@ -25,7 +25,7 @@ import bisect
 import math
 import threading
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -322,6 +322,42 @@ class NamespaceView:
                 f"the index has {self.dimension}"
             )
         return self.matrix[: self.size] @ query
+
+    def close_rows(
+        self, slots: Sequence[int], min_cosine: float, count: int
+    ) -> list[list[tuple[int, float]]]:
+        """Per row in ``slots``: up to ``count`` other rows with a cosine ≥ ``min_cosine``.
+
+        Best first (ties: lower slot, as ``top_k``). Exact below the graph threshold, in one
+        matrix product for all the rows (the matrix is read once); above it the region graphs
+        supply each row's candidates and the f32 matrix re-scores them, so the cost follows
+        ``count``, not the namespace.
+        """
+        if self.dimension is None or self.size == 0 or count <= 0 or not slots:
+            return [[] for _ in slots]
+        rows = self.matrix[np.asarray(slots, dtype=np.int64)]
+        exact = self.matrix[: self.size] @ rows.T if self.ann is None else None
+        found: list[list[tuple[int, float]]] = []
+        for column, slot in enumerate(slots):
+            if exact is not None:
+                candidates = np.flatnonzero(exact[:, column] >= min_cosine)
+                values = exact[candidates, column]
+            else:
+                assert self.ann is not None
+                candidates = np.unique(
+                    np.concatenate([graph.search(rows[column], count + 1) for graph in self.ann])
+                )
+                values = self.matrix[candidates] @ rows[column]
+                keep = values >= min_cosine
+                candidates, values = candidates[keep], values[keep]
+            others = candidates != slot
+            candidates, values = candidates[others], values[others]
+            if candidates.size > count:
+                best = np.argpartition(-values, count - 1)[:count]
+                candidates, values = candidates[best], values[best]
+            order = np.lexsort((candidates, -values))
+            found.append([(int(candidates[i]), float(values[i])) for i in order])
+        return found
 
     def visible_mask(self, at: datetime, include_history: bool) -> BoolArray:
         """Cheap superset of what is visible at ``at`` (the engine re-checks each candidate)."""

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from pipeline.recall.hot_index import NamespaceView
 
 CLOSE_CAP = 8  # near copies kept per seed, in multiples of ``per_seed``
@@ -44,11 +42,15 @@ def linked(
     strongest first; a memory reached from several seeds keeps its best value. Seeds themselves
     are never returned.
     """
+    present = [(seed, relevance) for seed, relevance in seeds if seed in view.records]
     seed_ids = {memory_id for memory_id, _ in seeds}
+    # A dense namespace (an event told many times) has thousands of near copies; the strongest
+    # few times ``per_seed`` are plenty for the checks below.
+    near_copies = view.close_rows(
+        [view.slot_of[seed] for seed, _ in present], min_cosine, CLOSE_CAP * per_seed
+    )
     found: dict[str, float] = {}
-    for seed, seed_relevance in seeds:
-        if seed not in view.records:
-            continue
+    for (seed, seed_relevance), close in zip(present, near_copies, strict=True):
         session = _session(view, seed)
         strength: dict[str, float] = {}
         for key in view.entities.keys_of(seed):
@@ -58,19 +60,10 @@ def linked(
             for other in view.entities.holders(key):
                 if other and key_strength > strength.get(other, 0.0):
                     strength[other] = key_strength
-        slot = view.slot_of[seed]
-        if view.dimension is not None and view.size:
-            cosines = view.matrix[: view.size] @ view.matrix[slot]
-            close = np.flatnonzero(cosines >= min_cosine)
-            cap = CLOSE_CAP * per_seed
-            if len(close) > cap:
-                # A dense namespace (an event told many times) would hand thousands of near
-                # copies to the checks below; the strongest few times ``per_seed`` are plenty.
-                close = close[np.argpartition(-cosines[close], cap)[:cap]]
-            for other_slot, cosine in zip(close.tolist(), cosines[close].tolist(), strict=True):
-                other = view.ids[other_slot]
-                if cosine > strength.get(other, 0.0):
-                    strength[other] = float(cosine)
+        for other_slot, cosine in close:
+            other = view.ids[other_slot]
+            if cosine > strength.get(other, 0.0):
+                strength[other] = cosine
         # Strongest first; the session and visibility checks (the costly part in a dense
         # namespace) run only until ``per_seed`` links are found.
         ranked = sorted(

@@ -227,3 +227,34 @@ def test_entity_ties_go_to_the_smaller_id_past_the_head() -> None:
     assert [h.memory_id for h in late] == ["m190", "m191"]
     index.remove("m190")
     assert [h.memory_id for h in index.search("alice", 1, lambda i: i >= "m190")] == ["m191"]
+
+
+def test_close_rows_on_the_graphs_agree_with_the_exact_scan() -> None:
+    """Links' near copies come from the graphs past the threshold, with exact cosines."""
+    index = build(400)
+    view = view_of(index)
+    assert view.ann is not None
+    graphs = view.ann
+    agree = []
+    slots = list(range(0, view.size, 23))
+    view.ann = None
+    together = view.close_rows(slots, 0.3, 8)  # one matrix product for every row
+    for slot, rows in zip(slots, together, strict=True):
+        [alone] = view.close_rows([slot], 0.3, 8)
+        # Hashed bags of words tie often, and the product's rounding may order a tie either way.
+        assert [c for _, c in rows] == pytest.approx([c for _, c in alone], abs=1e-5)
+    view.ann = graphs
+    for slot in slots:
+        [got] = view.close_rows([slot], 0.3, 8)
+        view.ann = None  # the same view, scanned exactly
+        [want] = view.close_rows([slot], 0.3, 8)
+        view.ann = graphs
+        assert slot not in {other for other, _ in got}
+        assert len(got) <= 8 and all(cosine >= 0.3 for _, cosine in got)
+        for other, cosine in got:
+            assert cosine == pytest.approx(float(view.matrix[other] @ view.matrix[slot]), abs=1e-5)
+        assert [cosine for _, cosine in got] == sorted((c for _, c in got), reverse=True)
+        if want:
+            floor = want[-1][1] - 1e-5
+            agree.append(sum(cosine >= floor for _, cosine in got) / len(want))
+    assert agree and np.mean(agree) >= 0.95
