@@ -8,6 +8,7 @@ state (I2). Time is the event's, never the wall clock.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -237,10 +238,13 @@ def _update_candidates(
     if frame is not None:
         ids, sims = bank.slot_similarities(frame)
         order = np.argsort(-sims, kind="stable") if len(ids) else np.zeros(0, dtype=np.int64)
-        close = [ids[int(i)] for i in order if sims[int(i)] >= policy.slot_cosine_floor]
-        wanted += [
-            i for i in close if i in bank.records and bank.records[i].status in CURRENT_STATUSES
-        ][:SLOT_CANDIDATES]
+        close = order[sims[order] >= policy.slot_cosine_floor]  # best first, still
+        current = (
+            memory_id
+            for memory_id in (ids[int(i)] for i in close)
+            if memory_id in bank.records and bank.records[memory_id].status in CURRENT_STATUSES
+        )
+        wanted += itertools.islice(current, SLOT_CANDIDATES)
     return [i for i in dict.fromkeys(wanted) if i != created.id]
 
 
