@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import mode
 
+from pipeline.runtime.allocator import limit_malloc_arenas
 from pipeline.runtime.settings import Settings, SettingsError
 
 log = logging.getLogger("hindsight.worker")
@@ -58,6 +59,7 @@ def run_worker(settings: Settings, stages: Sequence[str] = STAGES, loglevel: str
     """Run the stages in this process until SIGINT/SIGTERM (exit 1 if a stage fails)."""
     if not settings.bootstrap:
         raise SettingsError("worker: --bootstrap HOST:PORT is required (or HINDSIGHT_BOOTSTRAP)")
+    limit_malloc_arenas()  # before the stages start their threads
     services = build_services(settings, stages)
     log.info("starting stages %s", ", ".join(stages))
     if "prepare" in stages:

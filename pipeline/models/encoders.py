@@ -48,9 +48,9 @@ Vectors = npt.NDArray[np.float32]
 
 DEFAULT_BATCH_SIZE = 64
 # Padded tokens per ONNX batch. Measured on LoCoMo dev turns (docs/BENCHMARKS.md "Encoders"):
-# unbounded 64-row batches peaked at 678 MB RSS, 2048 tokens at 391 MB, 1024 at 284 MB, and the
-# smaller tensors were faster too (they stay in cache).
-DEFAULT_MAX_BATCH_TOKENS = 1024
+# unbounded 64-row batches peaked at 678 MB RSS, 1024 tokens at 276 MB, 512 at 225 MB and 256 at
+# 212 MB, and the smaller tensors were as fast or faster at one thread (they stay in cache).
+DEFAULT_MAX_BATCH_TOKENS = 256
 
 
 class EncoderUnavailable(HindsightError):
