@@ -20,6 +20,7 @@ it, and :func:`classifier_for` says so by returning ``None`` (the rules decide i
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -29,7 +30,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jieba
 import numpy as np
@@ -46,6 +47,9 @@ WEIGHTS_DIR = Path(__file__).with_name("weights")
 DEFAULT_MODEL = "turn-classifier-v1"
 
 Array = npt.NDArray[np.float64]
+ClassifierMode = Literal["learned", "gate"]
+# The id of the gate names the rules first: they decide, the model only filters.
+GATE_PREFIX = "rules-v1+gate:"
 
 # The corpus' labels and the memory kind each becomes. The five non-memory labels are never
 # remembered; they keep the chit-chat kind (and its importance) on the analysis.
@@ -202,6 +206,9 @@ class TurnClassifier:
         self.labels: tuple[str, ...] = tuple(_field(manifest, "labels", list))
         self.threshold: float = float(_field(manifest, "keep_threshold", float))
         self.buckets: int = _field(manifest, "gram_buckets", int)
+        # "learned": the model decides (with the rules' precise patterns); "gate": the rules
+        # decide and the model may only filter short small talk.
+        self.mode: ClassifierMode = "learned"
         unknown = [label for label in self.labels if label not in LABEL_KIND]
         if unknown:
             raise ClassifierFileError(f"labels: unknown label(s) {unknown} in {self.id}")
@@ -279,6 +286,17 @@ class TurnClassifier:
         """True when vectors of this encoder (by model name, any backend) are what it reads."""
         return encoder_name == self.encoder_name
 
+    def as_gate(self) -> TurnClassifier:
+        """The same model as the rules' small-talk gate (``HINDSIGHT_CLASSIFIER=gated``).
+
+        Same weights and answers; only the id recorded with each prepared event says that the
+        rules decided and the model could only filter (``prepare.gated_classification``).
+        """
+        gate = copy.copy(self)
+        gate.mode = "gate"
+        gate.id = f"{GATE_PREFIX}{self.id}"
+        return gate
+
 
 def _field(manifest: dict[str, Any], name: str, kind: type) -> Any:
     if name not in manifest:
@@ -332,17 +350,18 @@ _WARNED: set[tuple[str, str]] = set()
 
 
 def classifier_for(choice: str, encoder_name: str) -> TurnClassifier | None:
-    """The learned classifier when ``choice`` is ``learned`` and it fits the encoder, else None.
+    """The learned classifier for ``learned``, its small-talk gate for ``gated``, if it fits the
+    encoder; else None.
 
-    ``None`` means the rules decide. A mismatch is logged once per process and encoder.
+    ``None`` means the rules decide alone. A mismatch is logged once per process and encoder.
     """
     if choice == "rules":
         return None
-    if choice != "learned":
-        raise ClassifierFileError(f"classifier: expected learned or rules, got {choice!r}")
+    if choice not in ("learned", "gated"):
+        raise ClassifierFileError(f"classifier: expected gated, learned or rules, got {choice!r}")
     classifier = _cached()
     if classifier.fits(encoder_name):
-        return classifier
+        return classifier.as_gate() if choice == "gated" else classifier
     if (classifier.id, encoder_name) not in _WARNED:
         _WARNED.add((classifier.id, encoder_name))
         log.warning(

@@ -42,6 +42,7 @@ from pipeline.recall.scoring import (
     final_score,
     freshness_days,
     newest_first,
+    older_answers,
     relevance,
     status_at,
     supersede_chain,
@@ -466,6 +467,11 @@ class RecallEngine:
             )
             if current and current_margin is not None:
                 scores = newest_first(rel, created, scores, current_margin)
+                if not include_history and self.tuning.current_value_drops_older:
+                    # The value that held before the newest answer is not offered as current.
+                    now = ~older_answers(rel, created, current_margin)
+                    kept = [pair for pair, ok in zip(kept, now.tolist(), strict=True) if ok]
+                    rel, fresh, scores = rel[now], fresh[now], scores[now]
             return [
                 _Candidate(
                     item,

@@ -47,6 +47,8 @@ class RecallTuning:
     # Current-value queries ("now", "still", 现在): memories within this much of the best
     # relevance are ordered newest first (``newest_first``); None turns the rule off.
     current_value_margin: float | None = 0.15
+    # ... and the older members of that group are left out of the answer (``older_answers``).
+    current_value_drops_older: bool = True
     # One hop across sessions (``links``): memories sharing a specific entity (specificity at
     # least ``link_min_specificity``) or nearly the same words (cosine at least
     # ``link_min_cosine``) with one of the ``link_seeds`` best first-pass answers inherit
@@ -189,6 +191,26 @@ def newest_first(
     adjusted = scores.copy()
     adjusted[order] = top - _NEWEST_STEP * np.arange(order.size)
     return adjusted
+
+
+def older_answers(
+    relevance: npt.NDArray[np.float64], created: npt.NDArray[np.float64], margin: float
+) -> npt.NDArray[np.bool_]:
+    """The members of a current-value query's newest-first group (``newest_first``) other than
+    the newest: what held before the newest of the about-equally good answers.
+
+    "What do we use for CI these days?" asked after "our CI runs on Jenkins" and, later, "all our
+    CI pipelines live in GitHub Actions": both answer it about equally well, the newer is the
+    answer now, and the older offered beside it reads as still true. The engine leaves these out
+    of a current-value answer unless history is asked for. Equal times keep every member.
+    """
+    older = np.zeros(relevance.size, dtype=np.bool_)
+    if relevance.size == 0:
+        return older
+    group = relevance >= float(relevance.max()) - margin
+    newest = float(created[group].max())
+    older[group & (created < newest)] = True
+    return older
 
 
 # Score steps between members of a newest-first group: far below any real score difference.

@@ -39,7 +39,7 @@ def _parse_int(name: str, raw: str) -> int:
         raise SettingsError(f"{name}: expected an integer, got {raw!r}") from error
 
 
-CLASSIFIERS = ("learned", "rules")
+CLASSIFIERS = ("gated", "learned", "rules")
 
 
 @dataclass(frozen=True)
@@ -177,10 +177,12 @@ class Settings:
     app_id: str = "hindsight-worker"
     encoder: str = "minilm"  # one of ENCODER_NAMES; `minilm` is the benchmark's winner
     encoder_threads: int | None = None  # intra-op threads (ONNX Runtime, numpy); None: measured
-    # Who decides remember-or-not and the kind in ``prepare``: the learned model shipped for the
-    # encoder (the rules when there is none for it), or the rules. The rules until the learned
-    # model passes the team's scenario suite (79/81 with it; training/turn_classifier/RESULTS.md).
-    classifier: str = "rules"
+    # Who decides remember-or-not and the kind in ``prepare``: ``gated``, the rules with the
+    # learned model shipped for the encoder filtering short small talk they would keep
+    # (``prepare.gated_classification``); ``learned``, the model deciding (LoCoMo 0.684 -> 0.642
+    # with it: it filters informative chatty turns; training/turn_classifier/RESULTS.md); or
+    # ``rules`` alone. Without a model for the encoder the rules decide alone.
+    classifier: str = "gated"
     batch_size: int = 64
     batch_window_s: float = 0.05
     # Group membership: a killed worker's partitions move after the session timeout (takeover).
@@ -285,7 +287,8 @@ class Settings:
             )
         if settings.classifier not in CLASSIFIERS:
             raise SettingsError(
-                f"HINDSIGHT_CLASSIFIER: expected learned or rules, got {settings.classifier!r}"
+                "HINDSIGHT_CLASSIFIER: expected gated, learned or rules, "
+                f"got {settings.classifier!r}"
             )
         return settings
 

@@ -466,3 +466,38 @@ def test_learned_a_recorded_extraction_still_decides_its_turn() -> None:
     assert prepared.models.extractor == record.extractor
     assert prepared.models.classifier == "tiny-classifier-test"
     assert encoder.calls == [[]], "the extraction decided: nothing to embed for the filter"
+
+
+def prepare_gated(encoder: ExactEncoder, *messages: object) -> PreparedBatch:
+    return prepare_batch(list(messages), encoder, classifier=tiny_classifier().as_gate())  # type: ignore[arg-type]
+
+
+def test_gated_the_model_filters_short_plain_turns_the_rules_would_keep() -> None:
+    short, long = (
+        "lovely weather out there isn't it",
+        ("hey, long time no see! how have you been, by the way my sister moved to Lisbon in May"),
+    )
+    log = Log()
+    batch = prepare_gated(
+        labelled(small_talk=short, small_talk_2=long), log.turn(short), log.turn(long)
+    )
+
+    gated, kept = [p for _, p in batch.prepared]
+    assert gated.models.classifier == "rules-v1+gate:tiny-classifier-test"
+    assert gated.analysis is not None and not gated.analysis.remember
+    assert gated.analysis.reason.startswith("small talk, short (learned: small_talk")
+    # Long enough to carry a fact inside the chatter: the rules decide.
+    assert kept.analysis is not None and kept.analysis.remember
+    assert (kept.analysis.kind, kept.analysis.reason) == ("fact", "default: fact")
+
+
+def test_gated_the_model_never_overrides_a_rule_pattern_nor_keeps_what_the_rules_filter() -> None:
+    preference, hello = "I prefer tea", "hello"
+    log = Log()
+    batch = prepare_gated(
+        labelled(thanks=preference, fact=hello), log.turn(preference), log.turn(hello)
+    )
+
+    kept, filtered = [p.analysis for _, p in batch.prepared]
+    assert kept is not None and kept.remember and kept.kind == "preference"
+    assert filtered is not None and not filtered.remember and filtered.reason == "small talk"

@@ -9,6 +9,7 @@ from pipeline.recall.scoring import (
     activation_at,
     final_score,
     newest_first,
+    older_answers,
     relevance,
     score_weights,
     status_at,
@@ -137,6 +138,19 @@ def test_newest_first_orders_the_about_equally_relevant_by_time() -> None:
     assert adjusted[2] == scores[2]
     assert adjusted[1] == pytest.approx(0.60)
     assert adjusted[1] - adjusted[0] < 1e-4  # the group stays together for gap truncation
+
+
+def test_older_answers_are_the_group_members_before_its_newest() -> None:
+    import numpy as np
+
+    relevance = np.array([0.70, 0.66, 0.40, 0.64])
+    created = np.array([100.0, 300.0, 400.0, 200.0])
+    # Group (relevance >= 0.62): 1 is the newest; 0 and 3 held before it; 2 is out of the group.
+    assert older_answers(relevance, created, margin=0.08).tolist() == [True, False, False, True]
+    # Members said at the same time are all current.
+    same = older_answers(np.array([0.7, 0.69]), np.array([5.0, 5.0]), margin=0.1)
+    assert same.tolist() == [False, False]
+    assert older_answers(np.array([]), np.array([]), margin=0.1).size == 0
 
 
 def test_newest_first_with_no_margin_keeps_only_the_best_on_top() -> None:

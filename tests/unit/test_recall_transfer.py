@@ -60,8 +60,16 @@ INSTRUMENTS = [
 QUESTION = "What am I learning to play now?"
 
 
-def test_a_current_value_question_gets_the_newest_answer_first() -> None:
-    assert ids(engine(INSTRUMENTS), QUESTION)[:2] == ["piano", "guitar"]
+def test_a_current_value_question_gets_the_newest_answer_and_not_the_one_before() -> None:
+    assert ids(engine(INSTRUMENTS), QUESTION) == ["piano", "soup"]
+    # Asked with history, the value that held before comes right after the current one.
+    with_history = engine(INSTRUMENTS).recall(
+        "ns", QUESTION, at=AT, limit=5, truncate=False, include_history=True
+    )
+    assert [m.id for m in with_history][:2] == ["piano", "guitar"]
+    # With the older answers kept (the rule's first half only), they follow the newest.
+    kept = dataclasses.replace(DEFAULT_TUNING, current_value_drops_older=False)
+    assert ids(engine(INSTRUMENTS, kept), QUESTION)[:2] == ["piano", "guitar"]
 
 
 def test_without_the_rule_the_older_closer_match_wins() -> None:

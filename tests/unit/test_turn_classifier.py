@@ -254,8 +254,18 @@ def test_the_rules_setting_and_another_encoder_mean_no_learned_classifier(
     warnings = [r for r in caplog.records if "some-other-encoder" in r.getMessage()]
     assert len(warnings) == 1, "said once, not per batch"
 
-    with pytest.raises(ClassifierFileError, match="learned or rules"):
+    with pytest.raises(ClassifierFileError, match="gated, learned or rules"):
         classifier_for("Learned", MINILM.name)
+
+
+def test_the_gated_setting_is_the_same_model_recorded_as_the_rules_gate() -> None:
+    learned = classifier_for("learned", MINILM.name)
+    gate = classifier_for("gated", MINILM.name)
+
+    assert learned is not None and gate is not None
+    assert (learned.mode, gate.mode) == ("learned", "gate")
+    assert gate.id == f"rules-v1+gate:{learned.id}"
+    assert classifier_for("gated", "some-other-encoder") is None
 
 
 # -- clear cases ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s+|(?<=[。！？；])")
 _SPACES = re.compile(r"\s+")
 _WHITESPACE = re.compile(r"\s")  # what str.isspace() calls a space, one per match
 _PUNCT_EDGES = re.compile(r"^[\W_]+|[\W_]+$", re.UNICODE)
+_LATIN_WORD_OR_NUMBER = re.compile(r"[^\W\d_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+(?:'\w+)?|\d+")
 
 
 def cjk_ratio(text: str) -> float:
@@ -28,6 +29,13 @@ def language_of(text: str) -> str:
     Cached: the update rule asks it of the same memories' frames for every new statement.
     """
     return "zh" if cjk_ratio(text) >= 0.2 else "en"
+
+
+def word_count(text: str) -> int:
+    """Words in a turn: Latin-script words and numbers, and a word per two CJK characters
+    (a Chinese word is about two characters long), so both languages count alike."""
+    folded = unicodedata.normalize("NFKC", text)
+    return len(_LATIN_WORD_OR_NUMBER.findall(folded)) + (len(_CJK.findall(folded)) + 1) // 2
 
 
 def sentences(text: str) -> list[str]:
