@@ -10,7 +10,8 @@ One run measures, on the same machine and model:
 - ``replay_events_per_s`` (consolidate from the prepared log, no model) and
   ``replay_matches_live`` (record for record); ``reindex_events_per_s`` (prepare again with the
   encoder into a prepared topic of its own, then consolidate);
-- ``active_memories`` / ``compression``, ``worker_peak_rss_mb`` (the worker's VmHWM).
+- ``active_memories`` / ``compression``, ``worker_peak_rss_mb`` (the worker's VmHWM; with
+  ``--split-stages`` each stage runs in a process of its own and ``stage_peak_rss_mb`` has each).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import orjson
 
 from pipeline.ingest.replay import run_replay
+from pipeline.ingest.worker import STAGES
 from pipeline.interfaces.client import Hindsight
 from pipeline.models.encoders import encoder_id, load_encoder
 from pipeline.runtime.settings import Settings
@@ -145,6 +147,7 @@ async def run(
     steady_rate: float = 20.0,
     steady_turns: int = 200,
     reindex: bool = True,
+    split_stages: bool = False,
 ) -> dict[str, Any]:
     from infra.broker import LocalKafka
 
@@ -170,9 +173,16 @@ async def run(
         await loop.run_in_executor(None, encoder.encode, texts)
         embedding_only = len(texts) / (time.perf_counter() - started)
 
-        worker = WorkerProcess(settings)
-        worker.start()
-        await wait_worker_ready(settings, worker)
+        # One process for the three stages (the default deployment), or one per stage.
+        workers = (
+            [WorkerProcess(settings, f"worker-{stage}.log", (stage,)) for stage in STAGES]
+            if split_stages
+            else [WorkerProcess(settings)]
+        )
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            await wait_worker_ready(settings, worker)
         async with Hindsight.connect(settings, encoder=encoder) as client:
             started = time.perf_counter()
             receipts = await client.retain_many(turns)
@@ -193,8 +203,12 @@ async def run(
             )
             namespaces = sorted({t["namespace"] for t in turns})
             live = [r for ns in namespaces for r in client.records(ns)]
-        peak = peak_rss_mb(worker.process.pid) if worker.process else None
-        worker.stop()
+        peaks = {
+            ",".join(worker.stages): peak_rss_mb(worker.process.pid) if worker.process else None
+            for worker in workers
+        }
+        for worker in workers:
+            worker.stop()
 
         replay = await run_replay(settings, work / "replay", progress=False)
         rebuilt = [r for r in snapshot_records(replay["snapshot"]) if r.namespace in namespaces]
@@ -248,7 +262,9 @@ async def run(
             "memories": len(live),
             "active_memories": active,
             "compression": round(active / len(turns), 3) if turns else None,
-            "worker_peak_rss_mb": peak,
+            # The largest stage process (the only one unless --split-stages), and each one's.
+            "worker_peak_rss_mb": max((p for p in peaks.values() if p is not None), default=None),
+            "stage_peak_rss_mb": peaks,
             "batch_size": settings.batch_size,
             "partitions": settings.partitions,
         }
@@ -270,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steady-rate", type=float, default=20.0, help="turns/s for freshness")
     parser.add_argument("--steady-turns", type=int, default=200)
     parser.add_argument("--no-reindex", action="store_true", help="skip the reindex measurement")
+    parser.add_argument(
+        "--split-stages",
+        action="store_true",
+        help="run prepare, consolidate and sink as three processes (stage_peak_rss_mb per stage)",
+    )
     args = parser.parse_args(argv)
     settings = Settings.from_env().with_overrides(
         bootstrap=args.bootstrap, batch_size=args.batch_size, partitions=args.partitions
@@ -282,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             steady_rate=args.steady_rate,
             steady_turns=args.steady_turns,
             reindex=not args.no_reindex,
+            split_stages=args.split_stages,
         )
     )
     if args.json:
