@@ -413,6 +413,7 @@ def prepare_batch(
             started = time.perf_counter()
             vectors = np.concatenate([vectors, encoder.encode(frames)])
             batch.encode_seconds += time.perf_counter() - started
+            batch.counts["encoded_texts"] += len(frames)
 
     for index, (message, event) in enumerate(decoded):
         models = ModelIds(

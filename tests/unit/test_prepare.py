@@ -410,6 +410,7 @@ def test_learned_every_turn_is_embedded_in_one_call_and_kept_frames_in_a_second(
     assert hi.analysis.slot is None and question.analysis.slot is None
     assert forget.query_vector() is not None
     assert batch.counts["filtered"] == 2
+    assert batch.counts["encoded_texts"] == 5  # both calls count: four turn texts, one frame
 
 
 @pytest.mark.parametrize(
