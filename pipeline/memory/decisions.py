@@ -137,7 +137,15 @@ def statement_of(bank: NamespaceBank, record: MemoryRecord) -> slots.Statement:
         triplet=record.triplet,
         slot=record.slot,
         frame_vector=frame,
+        vector=_vector_of(bank, record),
     )
+
+
+def _vector_of(bank: NamespaceBank, record: MemoryRecord) -> Vector | None:
+    stored = bank.vector(record.id)
+    if stored is None and record.vector:
+        return np.asarray(record.vector, np.float32)
+    return stored
 
 
 def _turn_statement(prepared: PreparedTurn) -> slots.Statement:
@@ -152,6 +160,7 @@ def _turn_statement(prepared: PreparedTurn) -> slots.Statement:
         frame_vector=(
             decode_vector(slot.vector_b64) if slot is not None and slot.vector_b64 else None
         ),
+        vector=prepared.vector,
     )
 
 
@@ -241,6 +250,10 @@ def _update_candidates(
         wanted += [
             i for i in close if i in bank.records and bank.records[i].status in CURRENT_STATUSES
         ][:SLOT_CANDIDATES]
+    vector = _vector_of(bank, created)
+    if created.slot is not None and vector is not None and slots.carries_task_state(created.slot):
+        # A task told again at a later state is worded anew: its closest statements as wholes.
+        wanted += bank.closest_current(vector, policy.state_cosine_floor, SLOT_CANDIDATES)
     return [i for i in dict.fromkeys(wanted) if i != created.id]
 
 

@@ -245,3 +245,74 @@ def test_a_switch_supersedes_the_value_it_leaves_even_when_it_still_names_it() -
     assert reason(older, "We moved the logs from MySQL to PostgreSQL.", 0.4) is None  # not near
     # Leaving a value the older statement does not hold says nothing about it.
     assert reason(older, "We moved from Oracle to PostgreSQL for billing.", 0.61) is None
+
+
+# -- grammar that generalises: measure words, clock times, labels, abbreviations ----------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("每天遛狗三趟", "number:3"),
+        ("一天喝两杯咖啡", "number:2"),
+        ("健身房晚上六点半关门", "number:6:30"),
+        ("班车九点十五发车", "number:9:15"),
+        ("7点40出门", "number:7:40"),
+    ],
+)
+def test_measure_words_and_clock_times_are_values(text: str, value: str) -> None:
+    assert value in slot_of(text).values
+
+
+def test_a_bit_is_not_one_oclock() -> None:
+    assert not [v for v in slot_of("一点也不累").values if v.startswith("number:")]
+
+
+def test_a_label_value_after_a_colon_is_a_name() -> None:
+    assert "name:firefox" in slot_of("Default browser: Firefox.").values
+
+
+def test_an_abbreviated_attribute_is_the_same_attribute() -> None:
+    older, newer = "The build server address is ci-01.corp.", "build srv addr: ci-07.corp"
+    assert reason(older, newer, 0.85) is not None
+    # A different word in the same place is still another attribute.
+    frontend, backend = "The frontend host is fe-01.corp.", "The backend host is be-02.corp."
+    assert reason(frontend, backend, 0.9) is None
+
+
+# -- a task's state moving on ----------------------------------------------------------------
+
+
+def state_reason(
+    older: str, newer: str, cosine: float, *, speaker: str = "ana", frames: float = 0.1
+) -> str | None:
+    """Whole-statement vectors at ``cosine``; the frames far apart (``frames``)."""
+    first_frame, second_frame = frames_at(frames)
+    first, second = frames_at(cosine)
+    return update_reason(
+        Statement("ana", "fact", "semantic", None, slot_of(older), first_frame, first),
+        Statement(speaker, "fact", "episodic", None, slot_of(newer), second_frame, second),
+        POLICY,
+    )
+
+
+def test_a_task_worded_anew_at_a_later_state_supersedes() -> None:
+    older = "About halfway through the thesis draft, the methods part is the slow bit."
+    assert state_reason(older, "Handed in the thesis this afternoon, what a relief!", 0.45)
+    assert state_reason("驾照正在考，科目二挺难的", "驾照终于拿到了", 0.42)
+    assert state_reason("Planning to repaint the fence in spring.", "Fence repaint started.", 0.5)
+
+
+def test_a_state_that_does_not_move_on_or_another_task_is_no_update() -> None:
+    # Nothing shared: two tasks.
+    assert state_reason("Working on the garden shed.", "Finished the tax return!", 0.6) is None
+    # Back to an earlier state: not a progression (the slot rule decides such cases).
+    assert state_reason("The migration is done.", "Started the migration over.", 0.7) is None
+    # Two parts of one piece of work, aligned word for word.
+    older = "The frontend redesign review is in progress."
+    assert state_reason(older, "The backend redesign review is done.", 0.9) is None
+    # Too far apart as wholes, another speaker, an addition.
+    halfway = "Halfway through the book."
+    assert state_reason(halfway, "Finished the book.", 0.2) is None
+    assert state_reason(halfway, "Finished the book.", 0.8, speaker="bo") is None
+    assert state_reason(halfway, "Also finished the book.", 0.8) is None

@@ -76,13 +76,20 @@ _CN_NUMERAL = "零〇一二两三四五六七八九十百千万亿"
 # What may follow a Chinese numeral for it to count as a number (so 一般, 一直, 统一 do not).
 _CN_COUNTED = (
     "点|岁|个|次|块|元|号|月|日|章|分钟|分|小时|天|周|年|公里|公斤|斤|步|寸|人|位|节|层|楼|栋|倍|米|"
-    "本|张|只|条|件|台|辆|间|套|兆|G|g|万|千|百"
+    "本|张|只|条|件|台|辆|间|套|兆|G|g|万|千|百|"
+    # the rest of the common measure words (grammar, not phrasing): 三顿, 十秒, 两杯, 五趟
+    "秒|顿|遍|趟|回|杯|碗|瓶|罐|盒|包|袋|双|对|份|种|门|所|名|口|片|粒|颗|根|支|把|串|集|部|首|"
+    "篇|页|行|圈|站|户|辆|架|艘|匹|头|升|毫升|克|千克|厘米|毫米|度|折|成"
 )
 _NUMBER = re.compile(
     r"(?<![A-Za-z0-9_.])[$£€¥]?\d{1,3}(?:,\d{3})+(?:\.\d+)?[kKmM]?(?![A-Za-z0-9])"
     r"|(?<![A-Za-z0-9_.])[$£€¥]?\d+(?:[.:]\d+)?(?:[kK](?![A-Za-z0-9]))?"
     r"|第?[" + _CN_NUMERAL + r"]{2,}(?:(?=" + _CN_COUNTED + r")|(?![\u4e00-\u9fff]))"
     r"|第?[" + _CN_NUMERAL + r"](?=" + _CN_COUNTED + r")"
+)
+# A time of day told in words: 七点四十 (7:40), 八点半 (8:30), 9点15分; the same value as "7:40".
+_CN_CLOCK = re.compile(
+    r"([" + _CN_NUMERAL + r"]{1,3}|\d{1,2})点(半|[" + _CN_NUMERAL + r"]{1,3}|\d{1,2})?(?:分|刻)?"
 )
 _IDENTIFIER = re.compile(
     r"(?<![A-Za-z0-9_.])\d+(?:\.\d+){2,}(?![A-Za-z0-9_])"  # addresses, versions: 10.8.0.12
@@ -249,6 +256,21 @@ def _number_value(raw: str) -> str:
     return f"{number:g}"
 
 
+def _clock_value(hour_text: str, minute_text: str | None) -> str | None:
+    if hour_text == "一" and minute_text is None:
+        return None  # 一点 alone is "a little" far more often than one o'clock
+    hour = int(hour_text) if hour_text.isdigit() else chinese_number(hour_text)
+    if minute_text is None:
+        minute: int | None = 0
+    elif minute_text == "半":
+        minute = 30
+    else:
+        minute = int(minute_text) if minute_text.isdigit() else chinese_number(minute_text)
+    if hour is None or minute is None or hour > 24 or minute > 59:
+        return None
+    return f"{hour}:{minute:02d}"
+
+
 def value_spans(text: str) -> list[Span]:
     """The spans of ``text`` that hold values, left to right, never overlapping."""
     found: list[Span] = []
@@ -267,6 +289,10 @@ def value_spans(text: str) -> list[Span]:
         add("quoted", match.start(), match.end(), match.group(1).strip().casefold())
     for match in _TECH_PATTERN.finditer(text):
         add("name", match.start(1), match.end(1), match.group(1).casefold())
+    for match in _CN_CLOCK.finditer(text):
+        clock = _clock_value(match.group(1), match.group(2))
+        if clock is not None:
+            add("number", match.start(), match.end(), clock)
     for match in _NUMBER.finditer(text):
         if match.group(0) != "一":  # 一个月, 一辆车: "a month", "a car"
             add("number", match.start(), match.end(), _number_value(match.group(0)))
@@ -279,7 +305,8 @@ def value_spans(text: str) -> list[Span]:
         start, words = match.start(), match.group(0).split(" ")
         before = text[:start].rstrip()
         # A sentence's first word is capitalised anyway, and "The", "Our" lead many names.
-        sentence_start = not before or before[-1] in '.!?。！？:;\n"“'
+        # (After a label's colon a word is its value: "Team chat: Slack.")
+        sentence_start = not before or before[-1] in '.!?。！？;\n"“'
         if words[0] in _STOP_CAPITALS or (sentence_start and len(words) == 1):
             start += len(words[0]) + 1
             words = words[1:]
@@ -458,9 +485,23 @@ def _swapped_attribute(first: list[str], second: list[str]) -> bool:
     for tag, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if tag != "replace" or min(i2 - i1, j2 - j1) != 1 or max(i2 - i1, j2 - j1) > 2:
             continue
-        if not any(x[:4] == y[:4] and len(x) >= 4 for x in a[i1:i2] for y in b[j1:j2]):
+        if not any(_one_word(x, y) for x in a[i1:i2] for y in b[j1:j2]):
             return True
     return False
+
+
+def _one_word(first: str, second: str) -> bool:
+    """Two forms of one word (apply / application) or a word and its abbreviation (db / database,
+    pw / password, cfg / config: the short one's letters in order, from the same first letter)."""
+    if first[:4] == second[:4] and len(first) >= 4:
+        return True
+    short, long = sorted((first, second), key=len)
+    if not short.isascii() or not short.isalpha() or not 2 <= len(short) <= 4:
+        return False
+    if len(long) < len(short) + 2 or short[0] != long[0]:
+        return False
+    rest = iter(long[1:])
+    return all(letter in rest for letter in short[1:])
 
 
 # What a value is: a time, an amount, a state or a thing. A new value replaces one of its class.
@@ -585,6 +626,7 @@ class Statement:
     triplet: Triplet | None
     slot: Slot | None
     frame_vector: Vector | None
+    vector: Vector | None = None  # the whole statement's (task states compare these)
 
 
 def _triplets_conflict(first: Triplet | None, second: Triplet | None) -> bool:
@@ -616,12 +658,12 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
         ):
             return None
         return f"triplet: {older.triplet.attribute}: {older.triplet.value} -> {newer.triplet.value}"
-    if (
-        older.slot is None
-        or newer.slot is None
-        or older.frame_vector is None
-        or newer.frame_vector is None
-    ):
+    if older.slot is None or newer.slot is None:
+        return None
+    moved_on = state_moved_on(older, newer, policy)
+    if moved_on is not None:
+        return moved_on
+    if older.frame_vector is None or newer.frame_vector is None:
         return None
     update = slot_update(
         SlotSide(older.speaker, older.kind, older.region, older.slot, older.frame_vector),
@@ -629,3 +671,66 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
         policy,
     )
     return None if update is None else update.describe()
+
+
+# -- a task's state moving on ---------------------------------------------------------------------
+
+# Task states in the order a task passes them; blocked is a kind of "under way".
+_STATE_ORDER = {"state:planned": 0, "state:in_progress": 1, "state:blocked": 1, "state:done": 2}
+
+
+def carries_task_state(signal: Slot) -> bool:
+    return any(v in _STATE_ORDER for v in signal.values)
+
+
+def state_progress(older: Slot, newer: Slot) -> tuple[str, str] | None:
+    """The older statement's earliest task state and the newer one's furthest, when it is later.
+
+    "Halfway through the book" → "finished the book", 计划下个月开工 → 进行中 → 全部完工: a task
+    moves along one scale, so the later state replaces the earlier one however the rest of the
+    sentence is worded (which is why the frames need not be close, only about the same task).
+    """
+    old = [v for v in older.values if v in _STATE_ORDER]
+    new = [v for v in newer.values if v in _STATE_ORDER]
+    if not old or not new:
+        return None
+    start = min(old, key=_STATE_ORDER.__getitem__)
+    end = max(new, key=_STATE_ORDER.__getitem__)
+    return (start, end) if _STATE_ORDER[end] > _STATE_ORDER[start] else None
+
+
+def _named_things(signal: Slot) -> set[str]:
+    return {v for v in signal.values if _kind(v) not in {*_CONTEXT_KINDS, "number", "date"}}
+
+
+def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The same speaker's task, told again at a later state: the older statement is superseded.
+
+    Same task: the statements are close as wholes (``state_cosine_floor``) and share what the task
+    is — a named thing (the Rust book, v2.3) or a content word (nursery, 装修) — and do not name
+    two subjects or two attributes (the guards of ``names_two_slots`` that need no values).
+    """
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or newer.kind in NEVER_UPDATES:
+        return None
+    if older.kind in NEVER_UPDATES or older.vector is None or newer.vector is None:
+        return None
+    first, second = older.slot, newer.slot
+    if second.additive or first.question or second.question:
+        return None
+    progress = state_progress(first, second)
+    if progress is None:
+        return None
+    shared = (_named_things(first) & _named_things(second)) or (
+        set(_content_terms(first.terms)) & set(_content_terms(second.terms))
+    )
+    cosine = float(older.vector @ newer.vector)
+    if not shared or cosine < policy.state_cosine_floor:
+        return None
+    old_values, new_values = changed_values(first, second)
+    if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
+        return None  # 工单OPS-3307 done / 工单OPS-3370 planned: two tasks
+    aligned = len(set(_content_terms(first.terms)) & set(_content_terms(second.terms))) >= 2
+    if aligned and _swapped_attribute(first.terms, second.terms):
+        return None  # "frontend is in review" / "backend is done": two parts of the work
+    return f"state: {progress[0]} -> {progress[1]}; statement cosine {cosine:.3f}"
