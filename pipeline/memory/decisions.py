@@ -251,8 +251,9 @@ def _update_candidates(
             i for i in close if i in bank.records and bank.records[i].status in CURRENT_STATUSES
         ][:SLOT_CANDIDATES]
     vector = _vector_of(bank, created)
-    if created.slot is not None and vector is not None and slots.carries_task_state(created.slot):
-        # A task told again at a later state is worded anew: its closest statements as wholes.
+    if created.slot is not None and vector is not None:
+        # A task told again at a later state, or a goal reached another way, is worded anew:
+        # the closest statements as wholes are candidates too.
         wanted += bank.closest_current(vector, policy.state_cosine_floor, SLOT_CANDIDATES)
     return [i for i in dict.fromkeys(wanted) if i != created.id]
 

@@ -316,3 +316,51 @@ def test_a_state_that_does_not_move_on_or_another_task_is_no_update() -> None:
     assert state_reason(halfway, "Finished the book.", 0.2) is None
     assert state_reason(halfway, "Finished the book.", 0.8, speaker="bo") is None
     assert state_reason(halfway, "Also finished the book.", 0.8) is None
+
+
+def test_a_state_needs_brief_statements_sharing_what_the_task_is() -> None:
+    # A long chat line shares a word with many things: no evidence of one task.
+    older = (
+        "Thanks so much for the tips on the community garden, I'm planning to ask the council, "
+        "the neighbours and the school about funding, volunteers and a tool shed next month."
+    )
+    newer = "Finished the community newsletter today."
+    assert state_reason(older, newer, 0.6) is None
+
+
+# -- a value in plain words after the copula; a new way to reach the same goal ---------------
+
+
+def test_a_plain_word_after_the_copula_is_a_value_not_an_attribute() -> None:
+    assert reason("公司的邮箱是网易的，容量5G。", "公司的邮箱是腾讯的，容量20G。", 0.9) is not None
+    # Before the copula the word still names the attribute.
+    assert reason("前端框架是React，版本18。", "后端框架是React，版本20。", 0.9) is None
+
+
+def test_a_goal_reached_another_way_supersedes_the_old_way() -> None:
+    older = "To renew the parking permit, mail the green form to the town hall."
+    newer = "Parking permits moved online: to renew the parking permit, use the city portal."
+    assert state_reason(older, newer, 0.7, frames=0.2) is not None
+    assert state_reason("打印机卡纸了就关机重开。", "打印机卡纸了先打开后盖把纸抽出来。", 0.6)
+    assert state_reason("报销发票：贴在A4纸上交给前台。", "报销发票现在在钉钉上拍照提交。", 0.6)
+
+
+def test_the_same_goal_told_the_same_way_or_about_something_else_is_no_update() -> None:
+    older = "To renew the parking permit, mail the green form to the town hall."
+    # The same way, worded again: a restatement.
+    again = "To renew the parking permit, mail the green form to the town hall office."
+    assert state_reason(older, again, 0.95) is None
+    # Another goal.
+    assert state_reason(older, "To book a sports hall, call the leisure centre.", 0.6) is None
+    # A past event that opened with a condition is no standing instruction.
+    trip = "When we visited Rome, we ate gelato every day."
+    assert update_reason_events(trip, "When we visited Rome, we saw the Colosseum.") is None
+
+
+def update_reason_events(older: str, newer: str) -> str | None:
+    first, second = frames_at(0.9)
+    return update_reason(
+        Statement("ana", "fact", "episodic", None, slot_of(older), first, first),
+        Statement("ana", "fact", "episodic", None, slot_of(newer), second, second),
+        POLICY,
+    )

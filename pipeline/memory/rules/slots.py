@@ -193,9 +193,9 @@ _ON_WEEKDAY = re.compile(
 # A verb's 了 followed by an amount: something that happened (聊了一个小时, 晚点了两个小时).
 _ZH_DONE_AMOUNT = re.compile(r"[\u4e00-\u9fff]了[\d一二两三四五六七八九十几半]")
 # A verb's 了 inside a clause: something that happened (出席了在武汉召开的年会, 吃了顿饭), not a
-# state reached at the clause's end (换成小米了).
+# state reached at the clause's end (换成小米了) nor a condition (卡了就重启: whenever it hangs).
 _ZH_PERFECTIVE = re.compile(
-    r"(?<!为)(?<!除)(?<!算)[\u4e00-\u9fff]了(?![解吧啊呀呢吗])[\u4e00-\u9fff]"
+    r"(?<!为)(?<!除)(?<!算)[\u4e00-\u9fff]了(?![解吧啊呀呢吗就])[\u4e00-\u9fff]"
 )
 _ZH_WEEKDAY_DONE = re.compile(r"(?:周|星期|礼拜)[一二三四五六日天].{0,8}?[\u4e00-\u9fff]了")
 _QUESTION = re.compile(r"[?？]|吗[。！]?\s*$")
@@ -472,19 +472,38 @@ def _content_terms(terms: list[str]) -> list[str]:
     return [t for t in terms if t not in _LIGHT_WORDS]
 
 
-def _swapped_attribute(first: list[str], second: list[str]) -> bool:
+# The verb that joins what a statement is about to what it says of it ("… is …", "…是…").
+_COPULA = re.compile(r"\b(?:is|are|was|were|am)\b|是|为", re.I)
+
+
+def _predicate_terms(frame: str) -> set[str]:
+    """Content words only after the statement's first copula: what it says, not what about."""
+    match = _COPULA.search(frame)
+    if match is None:
+        return set()
+    return set(tokenize(frame[match.end() :])) - set(tokenize(frame[: match.start()]))
+
+
+def _swapped_attribute(
+    first: list[str], second: list[str], frames: tuple[str, str] = ("", "")
+) -> bool:
     """One frame word stands where the other frame has one or two others: two attributes.
 
     "frontend … written in" / "backend … written in", 生产数据库密码 / 生产数据库地址、端口: the
     frames align on their shared words and differ in a word at one place, which names what the
-    statement is about. Two forms of one word (apply / application) are not a swap.
+    statement is about. Two forms of one word (apply / application) are not a swap, and neither is
+    a word after the copula on both sides (宽带是电信的 / 宽带是联通的): that is a value no span
+    caught, not the attribute.
     """
     if not set(first) & set(second):
         return False
     a, b = _content_terms(first), _content_terms(second)
+    said_first, said_second = (_predicate_terms(frame) for frame in frames)
     for tag, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if tag != "replace" or min(i2 - i1, j2 - j1) != 1 or max(i2 - i1, j2 - j1) > 2:
             continue
+        if set(a[i1:i2]) <= said_first and set(b[j1:j2]) <= said_second:
+            continue  # after the copula on both sides: a value in plain words (是电信的 / 是联通的)
         if not any(_one_word(x, y) for x in a[i1:i2] for y in b[j1:j2]):
             return True
     return False
@@ -570,7 +589,7 @@ def names_two_slots(
         if _classes_differ(old_values, new_values):
             return True  # a date and an amount, an amount and a state: two attributes
     # "frontend … written in" / "backend … written in": a minimal pair names two attributes.
-    return _swapped_attribute(older.terms, newer.terms)
+    return _swapped_attribute(older.terms, newer.terms, (older.frame, newer.frame))
 
 
 def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotUpdate | None:
@@ -660,7 +679,7 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
         return f"triplet: {older.triplet.attribute}: {older.triplet.value} -> {newer.triplet.value}"
     if older.slot is None or newer.slot is None:
         return None
-    moved_on = state_moved_on(older, newer, policy)
+    moved_on = state_moved_on(older, newer, policy) or new_way_to(older, newer, policy)
     if moved_on is not None:
         return moved_on
     if older.frame_vector is None or newer.frame_vector is None:
@@ -677,10 +696,6 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
 
 # Task states in the order a task passes them; blocked is a kind of "under way".
 _STATE_ORDER = {"state:planned": 0, "state:in_progress": 1, "state:blocked": 1, "state:done": 2}
-
-
-def carries_task_state(signal: Slot) -> bool:
-    return any(v in _STATE_ORDER for v in signal.values)
 
 
 def state_progress(older: Slot, newer: Slot) -> tuple[str, str] | None:
@@ -706,9 +721,10 @@ def _named_things(signal: Slot) -> set[str]:
 def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
     """The same speaker's task, told again at a later state: the older statement is superseded.
 
-    Same task: the statements are close as wholes (``state_cosine_floor``) and share what the task
-    is — a named thing (the Rust book, v2.3) or a content word (nursery, 装修) — and do not name
-    two subjects or two attributes (the guards of ``names_two_slots`` that need no values).
+    Same task: the statements are brief (``state_max_terms``), close as wholes
+    (``state_cosine_floor``), share what the task is — a named thing (the Rust book, v2.3) or a
+    quarter of their content words (nursery, 装修) — and do not name two subjects or two
+    attributes (the guards of ``names_two_slots`` that need no values).
     """
     assert older.slot is not None and newer.slot is not None
     if older.speaker != newer.speaker or newer.kind in NEVER_UPDATES:
@@ -721,16 +737,94 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     progress = state_progress(first, second)
     if progress is None:
         return None
-    shared = (_named_things(first) & _named_things(second)) or (
-        set(_content_terms(first.terms)) & set(_content_terms(second.terms))
-    )
+    words = [set(_content_terms(side.terms)) for side in (first, second)]
+    if max(len(w) for w in words) > policy.state_max_terms:
+        return None  # a long line shares a word with many things: no evidence of one task
+    shared_words = words[0] & words[1]
+    if not _named_things(first) & _named_things(second) and (
+        len(shared_words) * 4 < min(len(w) for w in words)
+    ):
+        return None  # neither a named thing nor a quarter of the words in common
     cosine = float(older.vector @ newer.vector)
-    if not shared or cosine < policy.state_cosine_floor:
+    if cosine < policy.state_cosine_floor:
         return None
     old_values, new_values = changed_values(first, second)
     if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
         return None  # 工单OPS-3307 done / 工单OPS-3370 planned: two tasks
     aligned = len(set(_content_terms(first.terms)) & set(_content_terms(second.terms))) >= 2
-    if aligned and _swapped_attribute(first.terms, second.terms):
+    if aligned and _swapped_attribute(first.terms, second.terms, (first.frame, second.frame)):
         return None  # "frontend is in review" / "backend is done": two parts of the work
     return f"state: {progress[0]} -> {progress[1]}; statement cosine {cosine:.3f}"
+
+
+# -- a new way to reach the same goal ------------------------------------------------------------
+
+# A statement that opens with its goal or condition, then says what to do: "To reset the boiler,
+# hold …", "When the build fails, …", "Deploys: …", 路由器卡了就…, 交水电费：…, 如果下雨，….
+_GOAL_EN = re.compile(
+    r"^\W*(?P<goal>(?:to|when|whenever|if|for|before|after|once)\b[^,:;.!?]{3,80}?)\s*[,:;]"
+    r"|^\W*(?P<label>[^,:;.!?]{3,60}?)\s*:",
+    re.I,
+)
+_GOAL_ZH = re.compile(
+    r"^\W*(?P<goal>(?:如果|要是|每次|一旦)?[^，,：:；;。！？]{2,20}?)(?:的话|的时候|时)?"
+    r"(?:[：:]|就|[，,](?=.*[，,。]))"
+)
+
+
+def goal_of(frame: str) -> str | None:
+    """The goal or condition a statement opens with, when its shape says it has one."""
+    if _CJK_RUN.search(frame):
+        zh = _GOAL_ZH.match(frame)
+        if zh is None or not (zh.group(0).endswith(("：", ":", "就")) or "如果" in zh.group(0)):
+            return None
+        return zh.group("goal")
+    en = _GOAL_EN.match(frame)
+    return None if en is None else en.group("goal") or en.group("label")
+
+
+def _bigrams(text: str) -> set[str]:
+    return {run[i : i + 2] for run in _CJK_RUN.findall(text) for i in range(len(run) - 1)}
+
+
+def _goal_in(goal: str, frame: str) -> bool:
+    """The other statement names the same goal: all its words (English), most of its character
+    pairs (Chinese, whose word segmentation differs between two wordings)."""
+    if _CJK_RUN.search(goal):
+        pairs = _bigrams(goal)
+        return bool(pairs) and len(pairs & _bigrams(frame)) * 3 >= len(pairs) * 2
+    words = set(_content_terms(tokenize(goal)))
+    return len(words) >= 2 and words <= set(tokenize(frame))
+
+
+def new_way_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The same speaker gives a goal the older statement set out another way of reaching it.
+
+    "To reset the boiler, hold the red button" → "… to reset the boiler, turn the dial to R";
+    路由器卡了就拔电源 → 路由器卡了在管理页面点重启: the older statement opens with its goal or
+    condition (``goal_of``), the newer one names it too, and what each says to do shares little.
+    A restatement shares its method; an event ("when we visited Rome, we …") is not stateful.
+    """
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+        return None
+    quiet: frozenset[Kind] = frozenset({"emotion", "chit_chat"})
+    if newer.kind in quiet or older.kind in quiet:
+        return None
+    first, second = older.slot, newer.slot
+    if older.kind != "procedure" and not is_stateful(older.kind, older.region, first):
+        return None
+    if second.additive or first.question or second.question:
+        return None
+    goal = goal_of(first.frame)
+    if goal is None or not _goal_in(goal, second.frame):
+        return None
+    cosine = float(older.vector @ newer.vector)
+    if cosine < policy.state_cosine_floor:
+        return None
+    goal_words = set(tokenize(goal)) | {t for t in second.terms if _bigrams(t) & _bigrams(goal)}
+    old_way = [t for t in _content_terms(first.terms) if t not in goal_words]
+    new_way = [t for t in _content_terms(second.terms) if t not in goal_words]
+    if not old_way or not new_way or term_overlap(old_way, new_way) >= policy.slot_term_overlap:
+        return None
+    return f"goal: {goal.strip()}; another way; statement cosine {cosine:.3f}"
