@@ -364,3 +364,15 @@ def update_reason_events(older: str, newer: str) -> str | None:
         Statement("ana", "fact", "episodic", None, slot_of(newer), second, second),
         POLICY,
     )
+
+
+def test_a_person_called_by_surname_and_title_is_a_name() -> None:
+    assert "name:陈大夫" in slot_of("我的牙医是口腔医院的陈大夫。").values
+    assert "name:小周老师" in slot_of("钢琴课换给小周老师带了").values
+    assert not [v for v in slot_of("每周总结发给部门").values if v.startswith("name:")]
+
+
+def test_still_somewhere_is_a_task_under_way() -> None:
+    assert "state:in_progress" in slot_of("The contract is still with the lawyers.").values
+    older, newer = "The contract is still with the lawyers.", "Contract signed this morning!"
+    assert state_reason(older, newer, 0.55) is not None

@@ -134,6 +134,17 @@ _CALENDAR_WORDS = frozenset(
 _QUOTED = re.compile(r"[\"“「『《]([^\"“”「」『』《》]{1,40})[\"”」』》]")
 # Capitalised words with a lower-case letter: names, not acronyms (CI, PR, BP name attributes).
 _CAPITALISED = re.compile(r"(?<![A-Za-z0-9_'’])[A-Z][a-z][A-Za-z]*(?:[ -][A-Z][a-z][A-Za-z]*)*")
+# A person named by surname and title (刘医生, 王老师, 陈经理), as people are usually called; the
+# common surnames, and titles that cannot start another word (总 and 工 can: 周总结, 加工).
+_ZH_SURNAMES = (
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘蒋蔡余杜叶程苏"
+    "魏吕丁任沈姚卢姜崔钟谭陆汪范金廖贾夏韦付方白邹孟熊秦邱尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵严覃"
+    "武戴莫孔汤"
+)
+_ZH_TITLED_NAME = re.compile(
+    r"[老小]?[" + _ZH_SURNAMES + r"]"
+    r"(?:医生|大夫|老师|经理|总监|师傅|律师|教练|主任|阿姨|叔叔|老板|教授)"
+)
 _ASCII_WORD_IN_CJK = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z+#]*(?![A-Za-z0-9_])")
 
 # Task states on one scale; the words are values (what the state is), not cues for an update.
@@ -147,8 +158,9 @@ _STATES_EN: tuple[tuple[str, str], ...] = (
     (
         "in_progress",
         r"working on|in progress|ongoing|under ?way|halfway|half done|drafting|"
-        r"in draft|in review|under review|started|starting|began|still (?:looking|waiting|working|"
-        r"doing)|waiting (?:for|to|on)|pending|in the middle of|running now|unblocked|"
+        r"in draft|in review|under review|started|starting|began|"
+        r"still (?:looking|waiting|working|doing|at|in|with|on)|"
+        r"waiting (?:for|to|on)|pending|in the middle of|running now|unblocked|"
         r"on week|on chapter|at week|at chapter",
     ),
     ("blocked", r"blocked|stuck|on hold|paused"),
@@ -314,6 +326,8 @@ def value_spans(text: str) -> list[Span]:
             name = " ".join(words).casefold()
             add("date" if name in _CALENDAR_WORDS else "name", start, match.end(), name)
     if _CJK_RUN.search(text):
+        for match in _ZH_TITLED_NAME.finditer(text):
+            add("name", match.start(), match.end(), match.group(0))
         for match in _ASCII_WORD_IN_CJK.finditer(text):
             if match.group(0)[0].isupper():
                 add("name", match.start(), match.end(), match.group(0).casefold())
