@@ -376,3 +376,20 @@ def test_still_somewhere_is_a_task_under_way() -> None:
     assert "state:in_progress" in slot_of("The contract is still with the lawyers.").values
     older, newer = "The contract is still with the lawyers.", "Contract signed this morning!"
     assert state_reason(older, newer, 0.55) is not None
+
+
+def test_a_switch_naming_its_slot_supersedes_the_statement_of_that_slot() -> None:
+    assert state_reason("我用的手机一直是苹果", "手机换成小米了，拍照好", 0.5)
+    older = "The browser I rely on at work is an old version of Safari."
+    assert state_reason(older, "I switched my browser to Firefox last week.", 0.5)
+    standup = "Team standup happens at 9:15 in room B."
+    assert state_reason(standup, "We moved the standup to 10.", 0.5)
+
+
+def test_a_switch_of_another_slot_or_to_the_same_value_is_no_update() -> None:
+    # The slot it switches is not the older statement's.
+    assert state_reason("我用的手机一直是苹果", "电脑换成联想了", 0.6) is None
+    # "We switched …" names who switched; 我们换了个房子 names no slot at all.
+    assert state_reason("我们住在城西的老小区", "我们换了个新房子", 0.6) is None
+    # Switching to what the older statement already says.
+    assert state_reason("My browser is Firefox.", "Switched my browser to Firefox.", 0.8) is None

@@ -693,7 +693,11 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
         return f"triplet: {older.triplet.attribute}: {older.triplet.value} -> {newer.triplet.value}"
     if older.slot is None or newer.slot is None:
         return None
-    moved_on = state_moved_on(older, newer, policy) or new_way_to(older, newer, policy)
+    moved_on = (
+        state_moved_on(older, newer, policy)
+        or new_way_to(older, newer, policy)
+        or switched_to(older, newer, policy)
+    )
     if moved_on is not None:
         return moved_on
     if older.frame_vector is None or newer.frame_vector is None:
@@ -842,3 +846,68 @@ def new_way_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str 
     if not old_way or not new_way or term_overlap(old_way, new_way) >= policy.slot_term_overlap:
         return None
     return f"goal: {goal.strip()}; another way; statement cosine {cosine:.3f}"
+
+
+# -- a switch that names the slot it changes -----------------------------------------------------
+
+# "Switched my editor to Helix", "changed the standup to 10", 早饭换成燕麦了, 周会改到周三: the
+# words before the change verb name what changed (the slot), those after it the new value. The
+# verbs are the grammar of a change, as the from-phrase of ``departed_values`` is.
+_SWITCH_EN = re.compile(
+    r"\b(?:switched|changed|moved|swapped|upgraded|downgraded)\s+(?:my|our|the|his|her|their)?\s*"
+    r"(?P<slot>[A-Za-z][\w -]{1,40}?)\s+(?:over to|to|for)\b(?P<value>.+)",
+    re.I,
+)
+_SWITCH_ZH = re.compile(
+    r"^\W*(?:我们的|我们|我的|我|咱们)?(?P<slot>[\u4e00-\u9fff]{2,10}?)(?:都|也|已经|现在|目前|基本)?"
+    r"(?:换成|换到|换为|换了|改成|改为|改到|改用|变成)(?P<value>.+)"
+)
+
+
+def switch_of(frame: str) -> tuple[str, str] | None:
+    """The slot a switch names and what it says the slot now holds (None: not a switch)."""
+    match = _SWITCH_ZH.match(frame) if _CJK_RUN.search(frame) else _SWITCH_EN.search(frame)
+    if match is None:
+        return None
+    slot = match.group("slot")
+    lead = _LEADING_PRONOUN.match(slot)
+    if len(slot[lead.end() if lead else 0 :].strip()) < 2:
+        return None  # 我们换了个新房子: a pronoun is who switched, not what
+    return slot, match.group("value")
+
+
+def switched_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The newer statement switches the slot the older one states: 早饭换成燕麦了 after
+    我早饭一般是豆浆油条. The slot's words are the older statement's too, the value after the verb
+    is new to it, both are brief (``state_max_terms``) and close as wholes."""
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+        return None
+    first, second = older.slot, newer.slot
+    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
+        return None
+    if first.question or second.question:
+        return None
+    switch = switch_of(second.frame)
+    if switch is None:
+        return None
+    slot_words, value = switch
+    if not _goal_in(slot_words, first.frame) and not (
+        set(_content_terms(tokenize(slot_words))) and _goal_words_in(slot_words, first.frame)
+    ):
+        return None
+    if max(len(_content_terms(side.terms)) for side in (first, second)) > policy.state_max_terms:
+        return None
+    new_words = set(_content_terms(tokenize(value))) - set(first.terms)
+    if not new_words and not set(second.values) - set(first.values):
+        return None  # the value it switches to is the one the older statement gives
+    cosine = float(older.vector @ newer.vector)
+    if cosine < policy.state_cosine_floor:
+        return None
+    return f"switch: {slot_words.strip()}; statement cosine {cosine:.3f}"
+
+
+def _goal_words_in(words: str, frame: str) -> bool:
+    """Every content word of ``words`` (at least one) is in ``frame``."""
+    wanted = set(_content_terms(tokenize(words)))
+    return bool(wanted) and wanted <= set(tokenize(frame))
