@@ -213,10 +213,16 @@ class NamespaceBank:
         for rows in self._rows.values():
             if rows.ids:
                 sims = rows.matrix() @ vector
-                for index in np.flatnonzero(sims >= floor).tolist():
+                above = np.flatnonzero(sims >= floor)
+                # Closest first, and no more of a region's than could make the cut.
+                kept = 0
+                for index in above[np.argsort(-sims[above], kind="stable")].tolist():
                     memory_id = rows.ids[index]
                     if self.records[memory_id].status in CURRENT_STATUSES:
                         found.append((-float(sims[index]), memory_id))
+                        kept += 1
+                        if kept == limit:
+                            break
         return [memory_id for _, memory_id in sorted(found)[:limit]]
 
     def slot_similarities(self, frame_vector: Vector) -> tuple[list[str], Vector]:
