@@ -393,3 +393,10 @@ def test_a_switch_of_another_slot_or_to_the_same_value_is_no_update() -> None:
     assert state_reason("我们住在城西的老小区", "我们换了个新房子", 0.6) is None
     # Switching to what the older statement already says.
     assert state_reason("My browser is Firefox.", "Switched my browser to Firefox.", 0.8) is None
+
+
+def test_a_task_done_with_another_tool_supersedes_the_old_tool() -> None:
+    older = "Back up the laptop with Time Machine."
+    assert state_reason(older, "Laptop backups: back up the laptop with restic to the NAS.", 0.6)
+    # The same tool again is a restatement.
+    assert state_reason(older, "Back up the laptop with Time Machine, weekly.", 0.9) is None

@@ -778,10 +778,12 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
 # -- a new way to reach the same goal ------------------------------------------------------------
 
 # A statement that opens with its goal or condition, then says what to do: "To reset the boiler,
-# hold …", "When the build fails, …", "Deploys: …", 路由器卡了就…, 交水电费：…, 如果下雨，….
+# hold …", "When the build fails, …", "Deploys: …", "Run the tests with …", 路由器卡了就…,
+# 交水电费：…, 如果下雨，….
 _GOAL_EN = re.compile(
     r"^\W*(?P<goal>(?:to|when|whenever|if|for|before|after|once)\b[^,:;.!?]{3,80}?)\s*[,:;]"
-    r"|^\W*(?P<label>[^,:;.!?]{3,60}?)\s*:",
+    r"|^\W*(?P<label>[^,:;.!?]{3,60}?)\s*:"
+    r"|^\W*(?P<task>[^,:;.!?]{3,60}?)\s+(?:with|using|via)\b",  # "Run the tests with …"
     re.I,
 )
 _GOAL_ZH = re.compile(
@@ -798,7 +800,7 @@ def goal_of(frame: str) -> str | None:
             return None
         return zh.group("goal")
     en = _GOAL_EN.match(frame)
-    return None if en is None else en.group("goal") or en.group("label")
+    return None if en is None else en.group("goal") or en.group("label") or en.group("task")
 
 
 def _bigrams(text: str) -> set[str]:
@@ -841,8 +843,9 @@ def new_way_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str 
     if cosine < policy.state_cosine_floor:
         return None
     goal_words = set(tokenize(goal)) | {t for t in second.terms if _bigrams(t) & _bigrams(goal)}
-    old_way = [t for t in _content_terms(first.terms) if t not in goal_words]
-    new_way = [t for t in _content_terms(second.terms) if t not in goal_words]
+    # What each says to do: its words and values outside the goal ("python setup.py" / "tox").
+    old_way = [t for t in _content_terms(first.terms) if t not in goal_words] + first.values
+    new_way = [t for t in _content_terms(second.terms) if t not in goal_words] + second.values
     if not old_way or not new_way or term_overlap(old_way, new_way) >= policy.slot_term_overlap:
         return None
     return f"goal: {goal.strip()}; another way; statement cosine {cosine:.3f}"
