@@ -780,27 +780,32 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
 # A statement that opens with its goal or condition, then says what to do: "To reset the boiler,
 # hold …", "When the build fails, …", "Deploys: …", "Run the tests with …", 路由器卡了就…,
 # 交水电费：…, 如果下雨，….
+# (At the very start: "Yeah Maria, making memories with family…" opens with a greeting.)
 _GOAL_EN = re.compile(
-    r"^\W*(?P<goal>(?:to|when|whenever|if|for|before|after|once)\b[^,:;.!?]{3,80}?)\s*[,:;]"
-    r"|^\W*(?P<label>[^,:;.!?]{3,60}?)\s*:"
-    r"|^\W*(?P<task>[^,:;.!?]{3,60}?)\s+(?:with|using|via)\b",  # "Run the tests with …"
+    r"^[\s\"“'(]*(?P<goal>(?:to|when|whenever|if|for|before|after|once)\b[^,:;.!?]{3,80}?)\s*[,:;]"
+    r"|^[\s\"“'(]*(?P<label>[^,:;.!?]{3,60}?)\s*:"
+    r"|^[\s\"“'(]*(?P<task>[^,:;.!?…]{3,60}?)\s+(?:with|using|via)\b",  # "Run the tests with …"
     re.I,
 )
 _GOAL_ZH = re.compile(
-    r"^\W*(?P<goal>(?:如果|要是|每次|一旦)?[^，,：:；;。！？]{2,20}?)(?:的话|的时候|时)?"
+    r"^[\s\"“'(（]*(?P<goal>(?:如果|要是|每次|一旦)?[^，,：:；;。！？]{2,20}?)(?:的话|的时候|时)?"
     r"(?:[：:]|就|[，,](?=.*[，,。]))"
 )
 
 
-def goal_of(frame: str) -> str | None:
-    """The goal or condition a statement opens with, when its shape says it has one."""
+def goal_of(frame: str) -> tuple[str, bool] | None:
+    """The goal or condition a statement opens with, when its shape says it has one, and whether
+    the shape is a marked one (to / when / if / a label / 就); "X with Y" is unmarked."""
     if _CJK_RUN.search(frame):
         zh = _GOAL_ZH.match(frame)
         if zh is None or not (zh.group(0).endswith(("：", ":", "就")) or "如果" in zh.group(0)):
             return None
-        return zh.group("goal")
+        return zh.group("goal"), True
     en = _GOAL_EN.match(frame)
-    return None if en is None else en.group("goal") or en.group("label") or en.group("task")
+    if en is None:
+        return None
+    marked = en.group("goal") or en.group("label")
+    return (marked, True) if marked else (en.group("task"), False)
 
 
 def _bigrams(text: str) -> set[str]:
@@ -836,9 +841,12 @@ def new_way_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str 
         return None
     if second.additive or first.question or second.question:
         return None
-    goal = goal_of(first.frame)
-    if goal is None or not _goal_in(goal, second.frame):
+    found = goal_of(first.frame)
+    if found is None or not _goal_in(found[0], second.frame):
         return None
+    goal, marked = found
+    if not marked and len(_content_terms(first.terms)) > policy.state_max_terms:
+        return None  # "…going to boot camps with my fam, it's good for…": a chat line, no task
     cosine = float(older.vector @ newer.vector)
     if cosine < policy.state_cosine_floor:
         return None
