@@ -400,3 +400,8 @@ def test_a_task_done_with_another_tool_supersedes_the_old_tool() -> None:
     assert state_reason(older, "Laptop backups: back up the laptop with restic to the NAS.", 0.6)
     # The same tool again is a restatement.
     assert state_reason(older, "Back up the laptop with Time Machine, weekly.", 0.9) is None
+
+
+def test_a_plan_to_a_name_is_a_noun_not_a_planned_task() -> None:
+    assert "state:planned" not in slot_of("I moved my data plan to Mint Mobile.").values
+    assert "state:planned" in slot_of("We plan to move in May.").values

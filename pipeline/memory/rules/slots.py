@@ -151,7 +151,9 @@ _ASCII_WORD_IN_CJK = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z+#]*(?![A-Za-z
 _STATES_EN: tuple[tuple[str, str], ...] = (
     (
         "planned",
-        r"plan(?:s|ned|ning)? (?:to|for|on)|going to|thinking (?:of|about)|about to|"
+        # ("plan to Mint Mobile" is a phone plan: a name after "plan to" makes it a noun.)
+        r"plan(?:s|ned|ning)? (?:to(?!\s+(?-i:[A-Z]))|for|on)|going to|"
+        r"thinking (?:of|about)|about to|"
         r"intend(?:s|ed)? to|hoping to|scheduled (?:for|to)|starts?(?= next| on| in| tomorrow)|"
         r"not started|to-?do",
     ),
