@@ -405,3 +405,22 @@ def test_a_task_done_with_another_tool_supersedes_the_old_tool() -> None:
 def test_a_plan_to_a_name_is_a_noun_not_a_planned_task() -> None:
     assert "state:planned" not in slot_of("I moved my data plan to Mint Mobile.").values
     assert "state:planned" in slot_of("We plan to move in May.").values
+
+
+def test_two_parts_of_one_job_swapped_word_for_word_are_two_tasks() -> None:
+    older = "The kitchen renovation is in progress."
+    assert state_reason(older, "The bathroom renovation is done.", 0.7) is None
+    # An adverb is no second task: 论文还在写 → 论文终于交了.
+    assert state_reason("论文还在写，第三章卡住了。", "论文终于交了！", 0.6)
+
+
+def test_a_condition_marker_is_not_part_of_the_goal() -> None:
+    older = "如果停电了，先去配电箱把总闸推上去。"
+    assert state_reason(older, "停电了现在直接打物业电话，他们会派电工来。", 0.6)
+
+
+def test_a_slot_that_moved_is_a_switch_but_people_moving_are_not() -> None:
+    standup = "Our standup is at 9:30 every morning."
+    assert state_reason(standup, "Standup moved to 10:15 from Monday.", 0.6)
+    home = "We live in a flat near the station."
+    assert state_reason(home, "We moved to a house near the station.", 0.6) is None

@@ -480,6 +480,7 @@ _LIGHT_WORDS = frozenset(
         *"去来做用到个在把给换改加涨扩推定降变找有都还就才再又只",
         *("已经", "现在", "目前", "平时", "基本", "一般", "一直", "以后", "今后"),
         *("所有", "全部", "总是", "经常", "通常", "最近", "之前", "以前"),
+        *("终于", "总算", "刚刚", "马上", "快要", "已"),
     ]
 )
 
@@ -498,6 +499,18 @@ def _predicate_terms(frame: str) -> set[str]:
     if match is None:
         return set()
     return set(tokenize(frame[match.end() :])) - set(tokenize(frame[: match.start()]))
+
+
+def _swapped_modifier(first: list[str], second: list[str]) -> bool:
+    """One word swapped for another just before the shared one: kitchen renovation / bathroom
+    renovation, 厨房装修 / 卫生间装修 name two things (a modifier comes before its head)."""
+    a, b = _content_terms(first), _content_terms(second)
+    for tag, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            return False
+        if tag == "replace" and i2 - i1 == 1 and j2 - j1 == 1 and not _one_word(a[i1], b[j1]):
+            return i2 < len(a) and j2 < len(b)  # something shared follows the swap
+    return False
 
 
 def _swapped_attribute(
@@ -771,9 +784,16 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     old_values, new_values = changed_values(first, second)
     if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
         return None  # 工单OPS-3307 done / 工单OPS-3370 planned: two tasks
+    # "The kitchen renovation is in progress" / "The bathroom renovation is done": two parts of
+    # the work. With one word shared, only a swapped modifier says so (装修进行中，水电…，在贴砖 /
+    # 装修全部完工，下周搬进去 and "still with the lawyers" / "signed this morning" differ in
+    # what follows the task, not in which task).
     aligned = len(set(_content_terms(first.terms)) & set(_content_terms(second.terms))) >= 2
-    if aligned and _swapped_attribute(first.terms, second.terms, (first.frame, second.frame)):
-        return None  # "frontend is in review" / "backend is done": two parts of the work
+    frames = (first.frame, second.frame)
+    if _swapped_modifier(first.terms, second.terms) or (
+        aligned and _swapped_attribute(first.terms, second.terms, frames)
+    ):
+        return None
     return f"state: {progress[0]} -> {progress[1]}; statement cosine {cosine:.3f}"
 
 
@@ -790,7 +810,8 @@ _GOAL_EN = re.compile(
     re.I,
 )
 _GOAL_ZH = re.compile(
-    r"^[\s\"“'(（]*(?P<goal>(?:如果|要是|每次|一旦)?[^，,：:；;。！？]{2,20}?)(?:的话|的时候|时)?"
+    r"^[\s\"“'(（]*(?P<marker>如果|要是|每次|一旦)?(?P<goal>[^，,：:；;。！？]{2,20}?)"
+    r"(?:的话|的时候|时)?"
     r"(?:[：:]|就|[，,](?=.*[，,。]))"
 )
 
@@ -800,7 +821,7 @@ def goal_of(frame: str) -> tuple[str, bool] | None:
     the shape is a marked one (to / when / if / a label / 就); "X with Y" is unmarked."""
     if _CJK_RUN.search(frame):
         zh = _GOAL_ZH.match(frame)
-        if zh is None or not (zh.group(0).endswith(("：", ":", "就")) or "如果" in zh.group(0)):
+        if zh is None or not (zh.group(0).endswith(("：", ":", "就")) or zh.group("marker")):
             return None
         return zh.group("goal"), True
     en = _GOAL_EN.match(frame)
@@ -868,7 +889,10 @@ def new_way_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str 
 # verbs are the grammar of a change, as the from-phrase of ``departed_values`` is.
 _SWITCH_EN = re.compile(
     r"\b(?:switched|changed|moved|swapped|upgraded|downgraded)\s+(?:my|our|the|his|her|their)?\s*"
-    r"(?P<slot>[A-Za-z][\w -]{1,40}?)\s+(?:over to|to|for)\b(?P<value>.+)",
+    r"(?P<slot>[A-Za-z][\w -]{1,40}?)\s+(?:over to|to|for)\b(?P<value>.+)"
+    # "Standup moved to 10:15", "The gym has moved to Elm Street": the slot before the verb.
+    r"|^[\s\"“']*(?:(?:my|our|the|his|her|their)\s+)?(?P<subject>[A-Za-z][\w -]{1,40}?)\s+"
+    r"(?:has |have |was |is |got )?(?:switched|changed|moved|shifted) (?:over )?to\b(?P<to>.+)",
     re.I,
 )
 _SWITCH_ZH = re.compile(
@@ -877,16 +901,20 @@ _SWITCH_ZH = re.compile(
 )
 
 
+_WHO = frozenset({"i", "we", "you", "he", "she", "they", "it", "everyone", "we've", "i've"})
+
+
 def switch_of(frame: str) -> tuple[str, str] | None:
     """The slot a switch names and what it says the slot now holds (None: not a switch)."""
     match = _SWITCH_ZH.match(frame) if _CJK_RUN.search(frame) else _SWITCH_EN.search(frame)
     if match is None:
         return None
-    slot = match.group("slot")
+    groups = match.groupdict()
+    slot, value = groups.get("slot") or groups["subject"], groups.get("value") or groups["to"]
     lead = _LEADING_PRONOUN.match(slot)
-    if len(slot[lead.end() if lead else 0 :].strip()) < 2:
-        return None  # 我们换了个新房子: a pronoun is who switched, not what
-    return slot, match.group("value")
+    if len(slot[lead.end() if lead else 0 :].strip()) < 2 or slot.strip().casefold() in _WHO:
+        return None  # 我们换了个新房子, "We moved to Leeds": who switched, not what
+    return slot, value
 
 
 def switched_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
