@@ -424,3 +424,8 @@ def test_a_slot_that_moved_is_a_switch_but_people_moving_are_not() -> None:
     assert state_reason(standup, "Standup moved to 10:15 from Monday.", 0.6)
     home = "We live in a flat near the station."
     assert state_reason(home, "We moved to a house near the station.", 0.6) is None
+
+
+def test_a_title_with_a_full_stop_does_not_start_a_sentence() -> None:
+    assert "name:okafor" in slot_of("My dentist is Dr. Okafor.").values
+    assert not [v for v in slot_of("We met. Later we left.").values if v.startswith("name:")]

@@ -285,6 +285,9 @@ def _clock_value(hour_text: str, minute_text: str | None) -> str | None:
     return f"{hour}:{minute:02d}"
 
 
+_TITLE_BEFORE = re.compile(r"(?<![A-Za-z])(?:Dr|Mr|Mrs|Ms|Mx|Prof|St|Sr|Jr)\.$")
+
+
 def value_spans(text: str) -> list[Span]:
     """The spans of ``text`` that hold values, left to right, never overlapping."""
     found: list[Span] = []
@@ -321,6 +324,8 @@ def value_spans(text: str) -> list[Span]:
         # A sentence's first word is capitalised anyway, and "The", "Our" lead many names.
         # (After a label's colon a word is its value: "Team chat: Slack.")
         sentence_start = not before or before[-1] in '.!?。！？;\n"“'
+        if sentence_start and _TITLE_BEFORE.search(before):
+            sentence_start = False  # "Dr. Alvarez", "Mrs. Chen": a title's full stop ends nothing
         if words[0] in _STOP_CAPITALS or (sentence_start and len(words) == 1):
             start += len(words[0]) + 1
             words = words[1:]
