@@ -204,6 +204,27 @@ class NamespaceBank:
                 found.update(zip(rows.ids, (rows.matrix() @ vector).tolist(), strict=True))
         return found
 
+    def vector(self, memory_id: str) -> Vector | None:
+        return self._vector_of.get(memory_id)
+
+    def closest_current(self, vector: Vector, floor: float, limit: int) -> list[str]:
+        """Current memories of any region whose vectors are closest to ``vector`` (≥ floor)."""
+        found: list[tuple[float, str]] = []
+        for rows in self._rows.values():
+            if rows.ids:
+                sims = rows.matrix() @ vector
+                above = np.flatnonzero(sims >= floor)
+                # Closest first, and no more of a region's than could make the cut.
+                kept = 0
+                for index in above[np.argsort(-sims[above], kind="stable")].tolist():
+                    memory_id = rows.ids[index]
+                    if self.records[memory_id].status in CURRENT_STATUSES:
+                        found.append((-float(sims[index]), memory_id))
+                        kept += 1
+                        if kept == limit:
+                            break
+        return [memory_id for _, memory_id in sorted(found)[:limit]]
+
     def slot_similarities(self, frame_vector: Vector) -> tuple[list[str], Vector]:
         """Cosine of a frame vector with every record's slot frame, in insertion order."""
         if not self._slot_rows.ids:

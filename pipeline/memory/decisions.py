@@ -138,7 +138,15 @@ def statement_of(bank: NamespaceBank, record: MemoryRecord) -> slots.Statement:
         triplet=record.triplet,
         slot=record.slot,
         frame_vector=frame,
+        vector=_vector_of(bank, record),
     )
+
+
+def _vector_of(bank: NamespaceBank, record: MemoryRecord) -> Vector | None:
+    stored = bank.vector(record.id)
+    if stored is None and record.vector:
+        return np.asarray(record.vector, np.float32)
+    return stored
 
 
 def _turn_statement(prepared: PreparedTurn) -> slots.Statement:
@@ -153,6 +161,7 @@ def _turn_statement(prepared: PreparedTurn) -> slots.Statement:
         frame_vector=(
             decode_vector(slot.vector_b64) if slot is not None and slot.vector_b64 else None
         ),
+        vector=prepared.vector,
     )
 
 
@@ -245,6 +254,11 @@ def _update_candidates(
             if memory_id in bank.records and bank.records[memory_id].status in CURRENT_STATUSES
         )
         wanted += itertools.islice(current, SLOT_CANDIDATES)
+    vector = _vector_of(bank, created)
+    if created.slot is not None and vector is not None:
+        # A task told again at a later state, or a goal reached another way, is worded anew:
+        # the closest statements as wholes are candidates too.
+        wanted += bank.closest_current(vector, policy.state_cosine_floor, SLOT_CANDIDATES)
     return [i for i in dict.fromkeys(wanted) if i != created.id]
 
 

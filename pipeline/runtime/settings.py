@@ -67,6 +67,12 @@ class MemoryPolicy:
     # Languages whose frames the encoder reads well enough for the cosine alone to decide (the
     # default all-MiniLM-L6-v2 is English-only; elsewhere shared words must back it up).
     slot_cosine_languages: tuple[str, ...] = ("en",)
+    # A task told again at a later state (planned → in progress → done) is worded anew: the two
+    # statements, as wholes, need only be this close (and share what the task is).
+    state_cosine_floor: float = 0.40
+    # ... told briefly: a longer statement (a chat line that mentions many things) shares one
+    # word with many others, which says little about which task it is.
+    state_max_terms: int = 10
 
 
 @dataclass(frozen=True)

@@ -234,3 +234,24 @@ def test_current_with_attribute_finds_active_and_cold_only() -> None:
     assert (
         bank.current_with_attribute(Triplet(subject="bob", attribute="database", value="x")) == []
     )
+
+
+def test_closest_current_spans_regions_skips_superseded_and_orders_by_closeness() -> None:
+    probe = np.zeros(DIMENSION, np.float32)
+    probe[0] = 1.0
+
+    def at(cosine: float) -> list[float]:
+        vector = [0.0] * DIMENSION
+        vector[0], vector[1] = cosine, float(np.sqrt(1.0 - cosine * cosine))
+        return vector
+
+    near = make("near", at(0.9))
+    episode = make("episode", at(0.7), region="episodic", offset=1)
+    old = make("old", at(0.95), offset=2, status="superseded")
+    far = make("far", at(0.2), offset=3)
+    bank = NamespaceBank("acme")
+    bank.apply([created(r) for r in (near, episode, old, far)])
+
+    assert bank.closest_current(probe, 0.4, 8) == ["near", "episode"]
+    assert bank.closest_current(probe, 0.4, 1) == ["near"]
+    assert bank.vector("far") is not None and bank.vector("missing") is None

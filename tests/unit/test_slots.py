@@ -245,3 +245,187 @@ def test_a_switch_supersedes_the_value_it_leaves_even_when_it_still_names_it() -
     assert reason(older, "We moved the logs from MySQL to PostgreSQL.", 0.4) is None  # not near
     # Leaving a value the older statement does not hold says nothing about it.
     assert reason(older, "We moved from Oracle to PostgreSQL for billing.", 0.61) is None
+
+
+# -- grammar that generalises: measure words, clock times, labels, abbreviations ----------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("每天遛狗三趟", "number:3"),
+        ("一天喝两杯咖啡", "number:2"),
+        ("健身房晚上六点半关门", "number:6:30"),
+        ("班车九点十五发车", "number:9:15"),
+        ("7点40出门", "number:7:40"),
+    ],
+)
+def test_measure_words_and_clock_times_are_values(text: str, value: str) -> None:
+    assert value in slot_of(text).values
+
+
+def test_a_bit_is_not_one_oclock() -> None:
+    assert not [v for v in slot_of("一点也不累").values if v.startswith("number:")]
+
+
+def test_a_label_value_after_a_colon_is_a_name() -> None:
+    assert "name:firefox" in slot_of("Default browser: Firefox.").values
+
+
+def test_an_abbreviated_attribute_is_the_same_attribute() -> None:
+    older, newer = "The build server address is ci-01.corp.", "build srv addr: ci-07.corp"
+    assert reason(older, newer, 0.85) is not None
+    # A different word in the same place is still another attribute.
+    frontend, backend = "The frontend host is fe-01.corp.", "The backend host is be-02.corp."
+    assert reason(frontend, backend, 0.9) is None
+
+
+# -- a task's state moving on ----------------------------------------------------------------
+
+
+def state_reason(
+    older: str, newer: str, cosine: float, *, speaker: str = "ana", frames: float = 0.1
+) -> str | None:
+    """Whole-statement vectors at ``cosine``; the frames far apart (``frames``)."""
+    first_frame, second_frame = frames_at(frames)
+    first, second = frames_at(cosine)
+    return update_reason(
+        Statement("ana", "fact", "semantic", None, slot_of(older), first_frame, first),
+        Statement(speaker, "fact", "episodic", None, slot_of(newer), second_frame, second),
+        POLICY,
+    )
+
+
+def test_a_task_worded_anew_at_a_later_state_supersedes() -> None:
+    older = "About halfway through the thesis draft, the methods part is the slow bit."
+    assert state_reason(older, "Handed in the thesis this afternoon, what a relief!", 0.45)
+    assert state_reason("驾照正在考，科目二挺难的", "驾照终于拿到了", 0.42)
+    assert state_reason("Planning to repaint the fence in spring.", "Fence repaint started.", 0.5)
+
+
+def test_a_state_that_does_not_move_on_or_another_task_is_no_update() -> None:
+    # Nothing shared: two tasks.
+    assert state_reason("Working on the garden shed.", "Finished the tax return!", 0.6) is None
+    # Back to an earlier state: not a progression (the slot rule decides such cases).
+    assert state_reason("The migration is done.", "Started the migration over.", 0.7) is None
+    # Two parts of one piece of work, aligned word for word.
+    older = "The frontend redesign review is in progress."
+    assert state_reason(older, "The backend redesign review is done.", 0.9) is None
+    # Too far apart as wholes, another speaker, an addition.
+    halfway = "Halfway through the book."
+    assert state_reason(halfway, "Finished the book.", 0.2) is None
+    assert state_reason(halfway, "Finished the book.", 0.8, speaker="bo") is None
+    assert state_reason(halfway, "Also finished the book.", 0.8) is None
+
+
+def test_a_state_needs_brief_statements_sharing_what_the_task_is() -> None:
+    # A long chat line shares a word with many things: no evidence of one task.
+    older = (
+        "Thanks so much for the tips on the community garden, I'm planning to ask the council, "
+        "the neighbours and the school about funding, volunteers and a tool shed next month."
+    )
+    newer = "Finished the community newsletter today."
+    assert state_reason(older, newer, 0.6) is None
+
+
+# -- a value in plain words after the copula; a new way to reach the same goal ---------------
+
+
+def test_a_plain_word_after_the_copula_is_a_value_not_an_attribute() -> None:
+    assert reason("公司的邮箱是网易的，容量5G。", "公司的邮箱是腾讯的，容量20G。", 0.9) is not None
+    # Before the copula the word still names the attribute.
+    assert reason("前端框架是React，版本18。", "后端框架是React，版本20。", 0.9) is None
+
+
+def test_a_goal_reached_another_way_supersedes_the_old_way() -> None:
+    older = "To renew the parking permit, mail the green form to the town hall."
+    newer = "Parking permits moved online: to renew the parking permit, use the city portal."
+    assert state_reason(older, newer, 0.7, frames=0.2) is not None
+    assert state_reason("打印机卡纸了就关机重开。", "打印机卡纸了先打开后盖把纸抽出来。", 0.6)
+    assert state_reason("报销发票：贴在A4纸上交给前台。", "报销发票现在在钉钉上拍照提交。", 0.6)
+
+
+def test_the_same_goal_told_the_same_way_or_about_something_else_is_no_update() -> None:
+    older = "To renew the parking permit, mail the green form to the town hall."
+    # The same way, worded again: a restatement.
+    again = "To renew the parking permit, mail the green form to the town hall office."
+    assert state_reason(older, again, 0.95) is None
+    # Another goal.
+    assert state_reason(older, "To book a sports hall, call the leisure centre.", 0.6) is None
+    # A past event that opened with a condition is no standing instruction.
+    trip = "When we visited Rome, we ate gelato every day."
+    assert update_reason_events(trip, "When we visited Rome, we saw the Colosseum.") is None
+
+
+def update_reason_events(older: str, newer: str) -> str | None:
+    first, second = frames_at(0.9)
+    return update_reason(
+        Statement("ana", "fact", "episodic", None, slot_of(older), first, first),
+        Statement("ana", "fact", "episodic", None, slot_of(newer), second, second),
+        POLICY,
+    )
+
+
+def test_a_person_called_by_surname_and_title_is_a_name() -> None:
+    assert "name:陈大夫" in slot_of("我的牙医是口腔医院的陈大夫。").values
+    assert "name:小周老师" in slot_of("钢琴课换给小周老师带了").values
+    assert not [v for v in slot_of("每周总结发给部门").values if v.startswith("name:")]
+
+
+def test_still_somewhere_is_a_task_under_way() -> None:
+    assert "state:in_progress" in slot_of("The contract is still with the lawyers.").values
+    older, newer = "The contract is still with the lawyers.", "Contract signed this morning!"
+    assert state_reason(older, newer, 0.55) is not None
+
+
+def test_a_switch_naming_its_slot_supersedes_the_statement_of_that_slot() -> None:
+    assert state_reason("我用的手机一直是苹果", "手机换成小米了，拍照好", 0.5)
+    older = "The browser I rely on at work is an old version of Safari."
+    assert state_reason(older, "I switched my browser to Firefox last week.", 0.5)
+    standup = "Team standup happens at 9:15 in room B."
+    assert state_reason(standup, "We moved the standup to 10.", 0.5)
+
+
+def test_a_switch_of_another_slot_or_to_the_same_value_is_no_update() -> None:
+    # The slot it switches is not the older statement's.
+    assert state_reason("我用的手机一直是苹果", "电脑换成联想了", 0.6) is None
+    # "We switched …" names who switched; 我们换了个房子 names no slot at all.
+    assert state_reason("我们住在城西的老小区", "我们换了个新房子", 0.6) is None
+    # Switching to what the older statement already says.
+    assert state_reason("My browser is Firefox.", "Switched my browser to Firefox.", 0.8) is None
+
+
+def test_a_task_done_with_another_tool_supersedes_the_old_tool() -> None:
+    older = "Back up the laptop with Time Machine."
+    assert state_reason(older, "Laptop backups: back up the laptop with restic to the NAS.", 0.6)
+    # The same tool again is a restatement.
+    assert state_reason(older, "Back up the laptop with Time Machine, weekly.", 0.9) is None
+
+
+def test_a_plan_to_a_name_is_a_noun_not_a_planned_task() -> None:
+    assert "state:planned" not in slot_of("I moved my data plan to Mint Mobile.").values
+    assert "state:planned" in slot_of("We plan to move in May.").values
+
+
+def test_two_parts_of_one_job_swapped_word_for_word_are_two_tasks() -> None:
+    older = "The kitchen renovation is in progress."
+    assert state_reason(older, "The bathroom renovation is done.", 0.7) is None
+    # An adverb is no second task: 论文还在写 → 论文终于交了.
+    assert state_reason("论文还在写，第三章卡住了。", "论文终于交了！", 0.6)
+
+
+def test_a_condition_marker_is_not_part_of_the_goal() -> None:
+    older = "如果停电了，先去配电箱把总闸推上去。"
+    assert state_reason(older, "停电了现在直接打物业电话，他们会派电工来。", 0.6)
+
+
+def test_a_slot_that_moved_is_a_switch_but_people_moving_are_not() -> None:
+    standup = "Our standup is at 9:30 every morning."
+    assert state_reason(standup, "Standup moved to 10:15 from Monday.", 0.6)
+    home = "We live in a flat near the station."
+    assert state_reason(home, "We moved to a house near the station.", 0.6) is None
+
+
+def test_a_title_with_a_full_stop_does_not_start_a_sentence() -> None:
+    assert "name:okafor" in slot_of("My dentist is Dr. Okafor.").values
+    assert not [v for v in slot_of("We met. Later we left.").values if v.startswith("name:")]

@@ -76,13 +76,20 @@ _CN_NUMERAL = "零〇一二两三四五六七八九十百千万亿"
 # What may follow a Chinese numeral for it to count as a number (so 一般, 一直, 统一 do not).
 _CN_COUNTED = (
     "点|岁|个|次|块|元|号|月|日|章|分钟|分|小时|天|周|年|公里|公斤|斤|步|寸|人|位|节|层|楼|栋|倍|米|"
-    "本|张|只|条|件|台|辆|间|套|兆|G|g|万|千|百"
+    "本|张|只|条|件|台|辆|间|套|兆|G|g|万|千|百|"
+    # the rest of the common measure words (grammar, not phrasing): 三顿, 十秒, 两杯, 五趟
+    "秒|顿|遍|趟|回|杯|碗|瓶|罐|盒|包|袋|双|对|份|种|门|所|名|口|片|粒|颗|根|支|把|串|集|部|首|"
+    "篇|页|行|圈|站|户|辆|架|艘|匹|头|升|毫升|克|千克|厘米|毫米|度|折|成"
 )
 _NUMBER = re.compile(
     r"(?<![A-Za-z0-9_.])[$£€¥]?\d{1,3}(?:,\d{3})+(?:\.\d+)?[kKmM]?(?![A-Za-z0-9])"
     r"|(?<![A-Za-z0-9_.])[$£€¥]?\d+(?:[.:]\d+)?(?:[kK](?![A-Za-z0-9]))?"
     r"|第?[" + _CN_NUMERAL + r"]{2,}(?:(?=" + _CN_COUNTED + r")|(?![\u4e00-\u9fff]))"
     r"|第?[" + _CN_NUMERAL + r"](?=" + _CN_COUNTED + r")"
+)
+# A time of day told in words: 七点四十 (7:40), 八点半 (8:30), 9点15分; the same value as "7:40".
+_CN_CLOCK = re.compile(
+    r"([" + _CN_NUMERAL + r"]{1,3}|\d{1,2})点(半|[" + _CN_NUMERAL + r"]{1,3}|\d{1,2})?(?:分|刻)?"
 )
 _IDENTIFIER = re.compile(
     r"(?<![A-Za-z0-9_.])\d+(?:\.\d+){2,}(?![A-Za-z0-9_])"  # addresses, versions: 10.8.0.12
@@ -127,21 +134,35 @@ _CALENDAR_WORDS = frozenset(
 _QUOTED = re.compile(r"[\"“「『《]([^\"“”「」『』《》]{1,40})[\"”」』》]")
 # Capitalised words with a lower-case letter: names, not acronyms (CI, PR, BP name attributes).
 _CAPITALISED = re.compile(r"(?<![A-Za-z0-9_'’])[A-Z][a-z][A-Za-z]*(?:[ -][A-Z][a-z][A-Za-z]*)*")
+# A person named by surname and title (刘医生, 王老师, 陈经理), as people are usually called; the
+# common surnames, and titles that cannot start another word (总 and 工 can: 周总结, 加工).
+_ZH_SURNAMES = (
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘蒋蔡余杜叶程苏"
+    "魏吕丁任沈姚卢姜崔钟谭陆汪范金廖贾夏韦付方白邹孟熊秦邱尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵严覃"
+    "武戴莫孔汤"
+)
+_ZH_TITLED_NAME = re.compile(
+    r"[老小]?[" + _ZH_SURNAMES + r"]"
+    r"(?:医生|大夫|老师|经理|总监|师傅|律师|教练|主任|阿姨|叔叔|老板|教授)"
+)
 _ASCII_WORD_IN_CJK = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z+#]*(?![A-Za-z0-9_])")
 
 # Task states on one scale; the words are values (what the state is), not cues for an update.
 _STATES_EN: tuple[tuple[str, str], ...] = (
     (
         "planned",
-        r"plan(?:s|ned|ning)? (?:to|for|on)|going to|thinking (?:of|about)|about to|"
+        # ("plan to Mint Mobile" is a phone plan: a name after "plan to" makes it a noun.)
+        r"plan(?:s|ned|ning)? (?:to(?!\s+(?-i:[A-Z]))|for|on)|going to|"
+        r"thinking (?:of|about)|about to|"
         r"intend(?:s|ed)? to|hoping to|scheduled (?:for|to)|starts?(?= next| on| in| tomorrow)|"
         r"not started|to-?do",
     ),
     (
         "in_progress",
         r"working on|in progress|ongoing|under ?way|halfway|half done|drafting|"
-        r"in draft|in review|under review|started|starting|began|still (?:looking|waiting|working|"
-        r"doing)|waiting (?:for|to|on)|pending|in the middle of|running now|unblocked|"
+        r"in draft|in review|under review|started|starting|began|"
+        r"still (?:looking|waiting|working|doing|at|in|with|on)|"
+        r"waiting (?:for|to|on)|pending|in the middle of|running now|unblocked|"
         r"on week|on chapter|at week|at chapter",
     ),
     ("blocked", r"blocked|stuck|on hold|paused"),
@@ -186,9 +207,9 @@ _ON_WEEKDAY = re.compile(
 # A verb's 了 followed by an amount: something that happened (聊了一个小时, 晚点了两个小时).
 _ZH_DONE_AMOUNT = re.compile(r"[\u4e00-\u9fff]了[\d一二两三四五六七八九十几半]")
 # A verb's 了 inside a clause: something that happened (出席了在武汉召开的年会, 吃了顿饭), not a
-# state reached at the clause's end (换成小米了).
+# state reached at the clause's end (换成小米了) nor a condition (卡了就重启: whenever it hangs).
 _ZH_PERFECTIVE = re.compile(
-    r"(?<!为)(?<!除)(?<!算)[\u4e00-\u9fff]了(?![解吧啊呀呢吗])[\u4e00-\u9fff]"
+    r"(?<!为)(?<!除)(?<!算)[\u4e00-\u9fff]了(?![解吧啊呀呢吗就])[\u4e00-\u9fff]"
 )
 _ZH_WEEKDAY_DONE = re.compile(r"(?:周|星期|礼拜)[一二三四五六日天].{0,8}?[\u4e00-\u9fff]了")
 _QUESTION = re.compile(r"[?？]|吗[。！]?\s*$")
@@ -249,6 +270,24 @@ def _number_value(raw: str) -> str:
     return f"{number:g}"
 
 
+def _clock_value(hour_text: str, minute_text: str | None) -> str | None:
+    if hour_text == "一" and minute_text is None:
+        return None  # 一点 alone is "a little" far more often than one o'clock
+    hour = int(hour_text) if hour_text.isdigit() else chinese_number(hour_text)
+    if minute_text is None:
+        minute: int | None = 0
+    elif minute_text == "半":
+        minute = 30
+    else:
+        minute = int(minute_text) if minute_text.isdigit() else chinese_number(minute_text)
+    if hour is None or minute is None or hour > 24 or minute > 59:
+        return None
+    return f"{hour}:{minute:02d}"
+
+
+_TITLE_BEFORE = re.compile(r"(?<![A-Za-z])(?:Dr|Mr|Mrs|Ms|Mx|Prof|St|Sr|Jr)\.$")
+
+
 def value_spans(text: str) -> list[Span]:
     """The spans of ``text`` that hold values, left to right, never overlapping."""
     found: list[Span] = []
@@ -267,6 +306,10 @@ def value_spans(text: str) -> list[Span]:
         add("quoted", match.start(), match.end(), match.group(1).strip().casefold())
     for match in _TECH_PATTERN.finditer(text):
         add("name", match.start(1), match.end(1), match.group(1).casefold())
+    for match in _CN_CLOCK.finditer(text):
+        clock = _clock_value(match.group(1), match.group(2))
+        if clock is not None:
+            add("number", match.start(), match.end(), clock)
     for match in _NUMBER.finditer(text):
         if match.group(0) != "一":  # 一个月, 一辆车: "a month", "a car"
             add("number", match.start(), match.end(), _number_value(match.group(0)))
@@ -279,7 +322,10 @@ def value_spans(text: str) -> list[Span]:
         start, words = match.start(), match.group(0).split(" ")
         before = text[:start].rstrip()
         # A sentence's first word is capitalised anyway, and "The", "Our" lead many names.
-        sentence_start = not before or before[-1] in '.!?。！？:;\n"“'
+        # (After a label's colon a word is its value: "Team chat: Slack.")
+        sentence_start = not before or before[-1] in '.!?。！？;\n"“'
+        if sentence_start and _TITLE_BEFORE.search(before):
+            sentence_start = False  # "Dr. Alvarez", "Mrs. Chen": a title's full stop ends nothing
         if words[0] in _STOP_CAPITALS or (sentence_start and len(words) == 1):
             start += len(words[0]) + 1
             words = words[1:]
@@ -287,6 +333,8 @@ def value_spans(text: str) -> list[Span]:
             name = " ".join(words).casefold()
             add("date" if name in _CALENDAR_WORDS else "name", start, match.end(), name)
     if _CJK_RUN.search(text):
+        for match in _ZH_TITLED_NAME.finditer(text):
+            add("name", match.start(), match.end(), match.group(0))
         for match in _ASCII_WORD_IN_CJK.finditer(text):
             if match.group(0)[0].isupper():
                 add("name", match.start(), match.end(), match.group(0).casefold())
@@ -437,6 +485,7 @@ _LIGHT_WORDS = frozenset(
         *"去来做用到个在把给换改加涨扩推定降变找有都还就才再又只",
         *("已经", "现在", "目前", "平时", "基本", "一般", "一直", "以后", "今后"),
         *("所有", "全部", "总是", "经常", "通常", "最近", "之前", "以前"),
+        *("终于", "总算", "刚刚", "马上", "快要", "已"),
     ]
 )
 
@@ -445,22 +494,67 @@ def _content_terms(terms: list[str]) -> list[str]:
     return [t for t in terms if t not in _LIGHT_WORDS]
 
 
-def _swapped_attribute(first: list[str], second: list[str]) -> bool:
+# The verb that joins what a statement is about to what it says of it ("… is …", "…是…").
+_COPULA = re.compile(r"\b(?:is|are|was|were|am)\b|是|为", re.I)
+
+
+def _predicate_terms(frame: str) -> set[str]:
+    """Content words only after the statement's first copula: what it says, not what about."""
+    match = _COPULA.search(frame)
+    if match is None:
+        return set()
+    return set(tokenize(frame[match.end() :])) - set(tokenize(frame[: match.start()]))
+
+
+def _swapped_modifier(first: list[str], second: list[str]) -> bool:
+    """One word swapped for another just before the shared one: kitchen renovation / bathroom
+    renovation, 厨房装修 / 卫生间装修 name two things (a modifier comes before its head)."""
+    a, b = _content_terms(first), _content_terms(second)
+    for tag, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            return False
+        if tag == "replace" and i2 - i1 == 1 and j2 - j1 == 1 and not _one_word(a[i1], b[j1]):
+            return i2 < len(a) and j2 < len(b)  # something shared follows the swap
+    return False
+
+
+def _swapped_attribute(
+    first: list[str], second: list[str], frames: tuple[str, str] = ("", "")
+) -> bool:
     """One frame word stands where the other frame has one or two others: two attributes.
 
     "frontend … written in" / "backend … written in", 生产数据库密码 / 生产数据库地址、端口: the
     frames align on their shared words and differ in a word at one place, which names what the
-    statement is about. Two forms of one word (apply / application) are not a swap.
+    statement is about. Two forms of one word (apply / application) are not a swap, and neither is
+    a word after the copula on both sides (宽带是电信的 / 宽带是联通的): that is a value no span
+    caught, not the attribute.
     """
     if not set(first) & set(second):
         return False
     a, b = _content_terms(first), _content_terms(second)
+    said_first, said_second = (_predicate_terms(frame) for frame in frames)
     for tag, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if tag != "replace" or min(i2 - i1, j2 - j1) != 1 or max(i2 - i1, j2 - j1) > 2:
             continue
-        if not any(x[:4] == y[:4] and len(x) >= 4 for x in a[i1:i2] for y in b[j1:j2]):
+        if set(a[i1:i2]) <= said_first and set(b[j1:j2]) <= said_second:
+            continue  # after the copula on both sides: a value in plain words (是电信的 / 是联通的)
+        if not any(_one_word(x, y) for x in a[i1:i2] for y in b[j1:j2]):
             return True
     return False
+
+
+def _one_word(first: str, second: str) -> bool:
+    """Two forms of one word (apply / application) or a word and its abbreviation (db / database,
+    pw / password, cfg / config: the short one's letters in order, from the same first letter)."""
+    if first[:4] == second[:4] and len(first) >= 4:
+        return True
+    short, long = sorted((first, second), key=len)
+    if not short.isascii() or not short.isalpha() or not 2 <= len(short) <= 4:
+        return False
+    if len(long) < len(short) + 2 or short[0] != long[0]:
+        return False
+    rest = iter(long[1:])
+    return all(letter in rest for letter in short[1:])
 
 
 # What a value is: a time, an amount, a state or a thing. A new value replaces one of its class.
@@ -529,7 +623,7 @@ def names_two_slots(
         if _classes_differ(old_values, new_values):
             return True  # a date and an amount, an amount and a state: two attributes
     # "frontend … written in" / "backend … written in": a minimal pair names two attributes.
-    return _swapped_attribute(older.terms, newer.terms)
+    return _swapped_attribute(older.terms, newer.terms, (older.frame, newer.frame))
 
 
 def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotUpdate | None:
@@ -585,6 +679,7 @@ class Statement:
     triplet: Triplet | None
     slot: Slot | None
     frame_vector: Vector | None
+    vector: Vector | None = None  # the whole statement's (task states compare these)
 
 
 def _triplets_conflict(first: Triplet | None, second: Triplet | None) -> bool:
@@ -616,12 +711,16 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
         ):
             return None
         return f"triplet: {older.triplet.attribute}: {older.triplet.value} -> {newer.triplet.value}"
-    if (
-        older.slot is None
-        or newer.slot is None
-        or older.frame_vector is None
-        or newer.frame_vector is None
-    ):
+    if older.slot is None or newer.slot is None:
+        return None
+    moved_on = (
+        state_moved_on(older, newer, policy)
+        or new_way_to(older, newer, policy)
+        or switched_to(older, newer, policy)
+    )
+    if moved_on is not None:
+        return moved_on
+    if older.frame_vector is None or newer.frame_vector is None:
         return None
     update = slot_update(
         SlotSide(older.speaker, older.kind, older.region, older.slot, older.frame_vector),
@@ -629,3 +728,232 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
         policy,
     )
     return None if update is None else update.describe()
+
+
+# -- a task's state moving on ---------------------------------------------------------------------
+
+# Task states in the order a task passes them; blocked is a kind of "under way".
+_STATE_ORDER = {"state:planned": 0, "state:in_progress": 1, "state:blocked": 1, "state:done": 2}
+
+
+def state_progress(older: Slot, newer: Slot) -> tuple[str, str] | None:
+    """The older statement's earliest task state and the newer one's furthest, when it is later.
+
+    "Halfway through the book" → "finished the book", 计划下个月开工 → 进行中 → 全部完工: a task
+    moves along one scale, so the later state replaces the earlier one however the rest of the
+    sentence is worded (which is why the frames need not be close, only about the same task).
+    """
+    old = [v for v in older.values if v in _STATE_ORDER]
+    new = [v for v in newer.values if v in _STATE_ORDER]
+    if not old or not new:
+        return None
+    start = min(old, key=_STATE_ORDER.__getitem__)
+    end = max(new, key=_STATE_ORDER.__getitem__)
+    return (start, end) if _STATE_ORDER[end] > _STATE_ORDER[start] else None
+
+
+def _named_things(signal: Slot) -> set[str]:
+    return {v for v in signal.values if _kind(v) not in {*_CONTEXT_KINDS, "number", "date"}}
+
+
+def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The same speaker's task, told again at a later state: the older statement is superseded.
+
+    Same task: the statements are brief (``state_max_terms``), close as wholes
+    (``state_cosine_floor``), share what the task is — a named thing (the Rust book, v2.3) or a
+    quarter of their content words (nursery, 装修) — and do not name two subjects or two
+    attributes (the guards of ``names_two_slots`` that need no values).
+    """
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or newer.kind in NEVER_UPDATES:
+        return None
+    if older.kind in NEVER_UPDATES or older.vector is None or newer.vector is None:
+        return None
+    first, second = older.slot, newer.slot
+    if second.additive or first.question or second.question:
+        return None
+    progress = state_progress(first, second)
+    if progress is None:
+        return None
+    words = [set(_content_terms(side.terms)) for side in (first, second)]
+    if max(len(w) for w in words) > policy.state_max_terms:
+        return None  # a long line shares a word with many things: no evidence of one task
+    shared_words = words[0] & words[1]
+    if not _named_things(first) & _named_things(second) and (
+        len(shared_words) * 4 < min(len(w) for w in words)
+    ):
+        return None  # neither a named thing nor a quarter of the words in common
+    cosine = float(older.vector @ newer.vector)
+    if cosine < policy.state_cosine_floor:
+        return None
+    old_values, new_values = changed_values(first, second)
+    if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
+        return None  # 工单OPS-3307 done / 工单OPS-3370 planned: two tasks
+    # "The kitchen renovation is in progress" / "The bathroom renovation is done": two parts of
+    # the work. With one word shared, only a swapped modifier says so (装修进行中，水电…，在贴砖 /
+    # 装修全部完工，下周搬进去 and "still with the lawyers" / "signed this morning" differ in
+    # what follows the task, not in which task).
+    aligned = len(set(_content_terms(first.terms)) & set(_content_terms(second.terms))) >= 2
+    frames = (first.frame, second.frame)
+    if _swapped_modifier(first.terms, second.terms) or (
+        aligned and _swapped_attribute(first.terms, second.terms, frames)
+    ):
+        return None
+    return f"state: {progress[0]} -> {progress[1]}; statement cosine {cosine:.3f}"
+
+
+# -- a new way to reach the same goal ------------------------------------------------------------
+
+# A statement that opens with its goal or condition, then says what to do: "To reset the boiler,
+# hold …", "When the build fails, …", "Deploys: …", "Run the tests with …", 路由器卡了就…,
+# 交水电费：…, 如果下雨，….
+# (At the very start: "Yeah Maria, making memories with family…" opens with a greeting.)
+_GOAL_EN = re.compile(
+    r"^[\s\"“'(]*(?P<goal>(?:to|when|whenever|if|for|before|after|once)\b[^,:;.!?]{3,80}?)\s*[,:;]"
+    r"|^[\s\"“'(]*(?P<label>[^,:;.!?]{3,60}?)\s*:"
+    r"|^[\s\"“'(]*(?P<task>[^,:;.!?…]{3,60}?)\s+(?:with|using|via)\b",  # "Run the tests with …"
+    re.I,
+)
+_GOAL_ZH = re.compile(
+    r"^[\s\"“'(（]*(?P<marker>如果|要是|每次|一旦)?(?P<goal>[^，,：:；;。！？]{2,20}?)"
+    r"(?:的话|的时候|时)?"
+    r"(?:[：:]|就|[，,](?=.*[，,。]))"
+)
+
+
+def goal_of(frame: str) -> tuple[str, bool] | None:
+    """The goal or condition a statement opens with, when its shape says it has one, and whether
+    the shape is a marked one (to / when / if / a label / 就); "X with Y" is unmarked."""
+    if _CJK_RUN.search(frame):
+        zh = _GOAL_ZH.match(frame)
+        if zh is None or not (zh.group(0).endswith(("：", ":", "就")) or zh.group("marker")):
+            return None
+        return zh.group("goal"), True
+    en = _GOAL_EN.match(frame)
+    if en is None:
+        return None
+    marked = en.group("goal") or en.group("label")
+    return (marked, True) if marked else (en.group("task"), False)
+
+
+def _bigrams(text: str) -> set[str]:
+    return {run[i : i + 2] for run in _CJK_RUN.findall(text) for i in range(len(run) - 1)}
+
+
+def _goal_in(goal: str, frame: str) -> bool:
+    """The other statement names the same goal: all its words (English), most of its character
+    pairs (Chinese, whose word segmentation differs between two wordings)."""
+    if _CJK_RUN.search(goal):
+        pairs = _bigrams(goal)
+        return bool(pairs) and len(pairs & _bigrams(frame)) * 3 >= len(pairs) * 2
+    words = set(_content_terms(tokenize(goal)))
+    return len(words) >= 2 and words <= set(tokenize(frame))
+
+
+def new_way_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The same speaker gives a goal the older statement set out another way of reaching it.
+
+    "To reset the boiler, hold the red button" → "… to reset the boiler, turn the dial to R";
+    路由器卡了就拔电源 → 路由器卡了在管理页面点重启: the older statement opens with its goal or
+    condition (``goal_of``), the newer one names it too, and what each says to do shares little.
+    A restatement shares its method; an event ("when we visited Rome, we …") is not stateful.
+    """
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+        return None
+    quiet: frozenset[Kind] = frozenset({"emotion", "chit_chat"})
+    if newer.kind in quiet or older.kind in quiet:
+        return None
+    first, second = older.slot, newer.slot
+    if older.kind != "procedure" and not is_stateful(older.kind, older.region, first):
+        return None
+    if second.additive or first.question or second.question:
+        return None
+    found = goal_of(first.frame)
+    if found is None or not _goal_in(found[0], second.frame):
+        return None
+    goal, marked = found
+    if not marked and len(_content_terms(first.terms)) > policy.state_max_terms:
+        return None  # "…going to boot camps with my fam, it's good for…": a chat line, no task
+    cosine = float(older.vector @ newer.vector)
+    if cosine < policy.state_cosine_floor:
+        return None
+    goal_words = set(tokenize(goal)) | {t for t in second.terms if _bigrams(t) & _bigrams(goal)}
+    # What each says to do: its words and values outside the goal ("python setup.py" / "tox").
+    old_way = [t for t in _content_terms(first.terms) if t not in goal_words] + first.values
+    new_way = [t for t in _content_terms(second.terms) if t not in goal_words] + second.values
+    if not old_way or not new_way or term_overlap(old_way, new_way) >= policy.slot_term_overlap:
+        return None
+    return f"goal: {goal.strip()}; another way; statement cosine {cosine:.3f}"
+
+
+# -- a switch that names the slot it changes -----------------------------------------------------
+
+# "Switched my editor to Helix", "changed the standup to 10", 早饭换成燕麦了, 周会改到周三: the
+# words before the change verb name what changed (the slot), those after it the new value. The
+# verbs are the grammar of a change, as the from-phrase of ``departed_values`` is.
+_SWITCH_EN = re.compile(
+    r"\b(?:switched|changed|moved|swapped|upgraded|downgraded)\s+(?:my|our|the|his|her|their)?\s*"
+    r"(?P<slot>[A-Za-z][\w -]{1,40}?)\s+(?:over to|to|for)\b(?P<value>.+)"
+    # "Standup moved to 10:15", "The gym has moved to Elm Street": the slot before the verb.
+    r"|^[\s\"“']*(?:(?:my|our|the|his|her|their)\s+)?(?P<subject>[A-Za-z][\w -]{1,40}?)\s+"
+    r"(?:has |have |was |is |got )?(?:switched|changed|moved|shifted) (?:over )?to\b(?P<to>.+)",
+    re.I,
+)
+_SWITCH_ZH = re.compile(
+    r"^\W*(?:我们的|我们|我的|我|咱们)?(?P<slot>[\u4e00-\u9fff]{2,10}?)(?:都|也|已经|现在|目前|基本)?"
+    r"(?:换成|换到|换为|换了|改成|改为|改到|改用|变成)(?P<value>.+)"
+)
+
+
+_WHO = frozenset({"i", "we", "you", "he", "she", "they", "it", "everyone", "we've", "i've"})
+
+
+def switch_of(frame: str) -> tuple[str, str] | None:
+    """The slot a switch names and what it says the slot now holds (None: not a switch)."""
+    match = _SWITCH_ZH.match(frame) if _CJK_RUN.search(frame) else _SWITCH_EN.search(frame)
+    if match is None:
+        return None
+    groups = match.groupdict()
+    slot, value = groups.get("slot") or groups["subject"], groups.get("value") or groups["to"]
+    lead = _LEADING_PRONOUN.match(slot)
+    if len(slot[lead.end() if lead else 0 :].strip()) < 2 or slot.strip().casefold() in _WHO:
+        return None  # 我们换了个新房子, "We moved to Leeds": who switched, not what
+    return slot, value
+
+
+def switched_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The newer statement switches the slot the older one states: 早饭换成燕麦了 after
+    我早饭一般是豆浆油条. The slot's words are the older statement's too, the value after the verb
+    is new to it, both are brief (``state_max_terms``) and close as wholes."""
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+        return None
+    first, second = older.slot, newer.slot
+    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
+        return None
+    if first.question or second.question:
+        return None
+    switch = switch_of(second.frame)
+    if switch is None:
+        return None
+    slot_words, value = switch
+    if not _goal_in(slot_words, first.frame) and not (
+        set(_content_terms(tokenize(slot_words))) and _goal_words_in(slot_words, first.frame)
+    ):
+        return None
+    if max(len(_content_terms(side.terms)) for side in (first, second)) > policy.state_max_terms:
+        return None
+    new_words = set(_content_terms(tokenize(value))) - set(first.terms)
+    if not new_words and not set(second.values) - set(first.values):
+        return None  # the value it switches to is the one the older statement gives
+    cosine = float(older.vector @ newer.vector)
+    if cosine < policy.state_cosine_floor:
+        return None
+    return f"switch: {slot_words.strip()}; statement cosine {cosine:.3f}"
+
+
+def _goal_words_in(words: str, frame: str) -> bool:
+    """Every content word of ``words`` (at least one) is in ``frame``."""
+    wanted = set(_content_terms(tokenize(words)))
+    return bool(wanted) and wanted <= set(tokenize(frame))
