@@ -21,7 +21,7 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
-from pipeline.ingest.prepare import learned_classification
+from pipeline.ingest.prepare import gated_classification, learned_classification
 from pipeline.memory.rules.classify import classify
 from pipeline.models.classifier import LABEL_KIND, TurnClassifier, load_turn_classifier
 from pipeline.models.encoders import load_encoder
@@ -111,6 +111,9 @@ def evaluate(
     # As prepare decides with the model: the rules' precise patterns first, then the model.
     combined = [learned_classification(t.text, v) for t, v in zip(held_back, verdicts, strict=True)]
     combined_kinds = [c.kind if c.remember else NOT_REMEMBERED for c in combined]
+    # The default: the rules decide, the model only filters their short plain facts.
+    gated = [gated_classification(t.text, v) for t, v in zip(held_back, verdicts, strict=True)]
+    gated_kinds = [g.kind if g.remember else NOT_REMEMBERED for g in gated]
     truth = [t.label for t in held_back]
     learned_labels = [v.label for v in verdicts]
     truth_kinds = [kind_of_label(label) for label in truth]
@@ -133,6 +136,9 @@ def evaluate(
             "combined": binary(
                 [is_non_memory[i] for i in picks], [not combined[i].remember for i in picks]
             ),
+            "gated": binary(
+                [is_non_memory[i] for i in picks], [not gated[i].remember for i in picks]
+            ),
         }
     return {
         "classifier": classifier.id,
@@ -143,6 +149,7 @@ def evaluate(
             "learned": binary(is_non_memory, [not v.remember for v in verdicts]),
             "rules": binary(is_non_memory, [not r.remember for r in rules]),
             "combined": binary(is_non_memory, [not c.remember for c in combined]),
+            "gated": binary(is_non_memory, [not g.remember for g in gated]),
         },
         "filter_by_language": by_language,
         "chatter_filter": {
@@ -158,6 +165,10 @@ def evaluate(
                 [label in CHATTER_LABELS for label in (truth[i] for i in chatter)],
                 [not combined[i].remember for i in chatter],
             ),
+            "gated": binary(
+                [label in CHATTER_LABELS for label in (truth[i] for i in chatter)],
+                [not gated[i].remember for i in chatter],
+            ),
         },
         "labels_learned_by_language": {
             lang: per_class(
@@ -172,6 +183,7 @@ def evaluate(
             "learned": per_class(truth_kinds, learned_kinds, KIND_CLASSES),
             "rules": per_class(truth_kinds, rules_kinds, KIND_CLASSES),
             "combined": per_class(truth_kinds, combined_kinds, KIND_CLASSES),
+            "gated": per_class(truth_kinds, gated_kinds, KIND_CLASSES),
         },
         "confusion_learned": {
             "labels": list(LABELS),
@@ -202,7 +214,7 @@ def render(report: dict[str, Any]) -> str:
     for scope, figures in [("all", report["filter"])] + [
         (lang, report["filter_by_language"][lang]) for lang in ("en", "zh", "mixed")
     ]:
-        for who in ("learned", "rules", "combined"):
+        for who in ("learned", "rules", "combined", "gated"):
             f = figures[who]
             rows.append(
                 [
@@ -232,12 +244,12 @@ def render(report: dict[str, Any]) -> str:
             *(
                 f"{kinds[who][name]['precision']:.2f} / {kinds[who][name]['recall']:.2f} / "
                 f"{kinds[who][name]['f1']:.2f}"
-                for who in ("learned", "rules", "combined")
+                for who in ("learned", "rules", "combined", "gated")
             ),
         ]
         for name in [*KIND_CLASSES, "macro"]
     ]
-    header = ["kind", "n", "learned", "rules", "combined (prepare)"]
+    header = ["kind", "n", "learned", "rules", "combined (learned)", "gated (default)"]
     out += [_table(header, rows), "", "Learned, per corpus label:"]
     labels = report["labels_learned"]
     rows = [
