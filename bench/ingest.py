@@ -11,7 +11,8 @@ One run measures, on the same machine and model:
   ``replay_matches_live`` (record for record); ``reindex_events_per_s`` (prepare again with the
   encoder into a prepared topic of its own, then consolidate);
 - ``active_memories`` / ``compression``, ``worker_peak_rss_mb`` (the worker's VmHWM; with
-  ``--split-stages`` each stage runs in a process of its own and ``stage_peak_rss_mb`` has each).
+  ``--split-stages`` each stage runs in a process of its own and ``stage_peak_rss_mb`` has each),
+  ``milvus_server_peak_rss_mb`` (the Milvus Lite server process the sink writes to).
 """
 
 from __future__ import annotations
@@ -207,6 +208,15 @@ async def run(
             ",".join(worker.stages): peak_rss_mb(worker.process.pid) if worker.process else None
             for worker in workers
         }
+        # The Milvus Lite server the sink's worker talks to (a store process, like the broker).
+        milvus_peak = next(
+            (
+                peak_rss_mb(worker.milvus_server.process.pid)
+                for worker in workers
+                if worker.milvus_server is not None and worker.milvus_server.process is not None
+            ),
+            None,
+        )
         for worker in workers:
             worker.stop()
 
@@ -265,6 +275,7 @@ async def run(
             # The largest stage process (the only one unless --split-stages), and each one's.
             "worker_peak_rss_mb": max((p for p in peaks.values() if p is not None), default=None),
             "stage_peak_rss_mb": peaks,
+            "milvus_server_peak_rss_mb": milvus_peak,
             "batch_size": settings.batch_size,
             "partitions": settings.partitions,
         }

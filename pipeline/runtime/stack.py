@@ -1,7 +1,8 @@
 """Start and stop the embedded default stack: local KRaft broker, topics, worker process.
 
 The worker runs as its own process (as it would in production, and so a test can kill it); the
-embedded broker is the same Kafka that a cluster runs, on loopback (I9).
+embedded broker is the same Kafka that a cluster runs, on loopback (I9). A worker with the sink
+over a Milvus Lite file gets a Milvus Lite server process beside it (``infra/milvus_lite.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from infra.milvus_lite import LocalMilvusLite
 from pipeline.runtime.settings import Settings
+from pipeline.views.milvus_uri import is_lite_uri
 from pipeline.views.state_topic import StateFollower, make_producer
 from schemas.codec import encode
 from schemas.errors import HindsightError
@@ -41,12 +44,23 @@ class WorkerProcess:
         log_name: str = "worker.log",
         stages: tuple[str, ...] = ("prepare", "consolidate", "sink"),
         milvus_uri: str | None = None,
+        serve_milvus: bool = True,
     ) -> None:
         self.settings = settings
         self.stages = stages
         self.milvus_uri = milvus_uri or settings.milvus_path
         self.log_path = Path(settings.data_dir) / "logs" / log_name
         self.process: subprocess.Popen[bytes] | None = None
+        # A sink over a Milvus Lite file talks to a Milvus Lite server process of its own
+        # (infra/milvus_lite.py): the engine then does not live in, nor count against, the worker.
+        self.milvus_server: LocalMilvusLite | None = None
+        if serve_milvus and "sink" in stages and is_lite_uri(self.milvus_uri):
+            self.milvus_server = LocalMilvusLite(
+                Path(self.milvus_uri), Path(settings.data_dir) / "logs" / "milvus-lite-server.log"
+            )
+
+    def _milvus_target(self) -> str:
+        return self.milvus_server.uri if self.milvus_server is not None else self.milvus_uri
 
     def command(self) -> list[str]:
         s = self.settings
@@ -60,7 +74,7 @@ class WorkerProcess:
             "--bootstrap",
             s.bootstrap or "",
             "--milvus",
-            self.milvus_uri,
+            self._milvus_target(),
             "--data-dir",
             str(s.data_dir),
             "--topic-prefix",
@@ -75,6 +89,8 @@ class WorkerProcess:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.milvus_server is not None:
+            self.milvus_server.start()  # kept across restarts of this worker
         env = {
             **os.environ,
             "HF_HUB_OFFLINE": "1",
@@ -101,19 +117,29 @@ class WorkerProcess:
         return self.process is not None and self.process.poll() is None
 
     def stop(self, timeout: float = 30.0) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        """SIGTERM the worker (SIGKILL after ``timeout``), then stop its Milvus Lite server."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill_worker()
+        self._stop_milvus()
 
     def kill(self) -> None:
+        """SIGKILL the worker (a crash); its Milvus Lite server is stopped, so the file is free."""
+        self._kill_worker()
+        self._stop_milvus()
+
+    def _kill_worker(self) -> None:
         if self.process is not None and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
+
+    def _stop_milvus(self) -> None:
+        if self.milvus_server is not None:
+            self.milvus_server.stop()
 
 
 async def wait_worker_ready(

@@ -37,10 +37,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlparse
 
 from pymilvus import DataType, MilvusClient, MilvusException
 
+from pipeline.views.milvus_uri import is_lite_uri
 from schemas.errors import HindsightError
 from schemas.memory import MemoryRecord
 
@@ -67,9 +67,9 @@ IndexType = Literal["FLAT", "HNSW"]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _DUMMY_DIM = 2
-_REMOTE_SCHEMES = ("http", "https", "tcp", "unix")
 
 # Milvus Lite allows one open per data dir per process; views on the same file share its server.
+LITE_SERVER_VERSION_PREFIX = "milvus_lite"  # what a Milvus Lite server answers GetVersion with
 _lite_users: Counter[str] = Counter()
 _lite_lock = threading.Lock()
 
@@ -92,10 +92,6 @@ class MilvusViewError(HindsightError):
 def watermark_key(topic: str, partition: int) -> str:
     """The one spelling of a watermark key, shared by the worker and recall."""
     return f"{topic}:{partition}"
-
-
-def is_lite_uri(uri: str) -> bool:
-    return urlparse(uri).scheme.lower() not in _REMOTE_SCHEMES
 
 
 class MilvusView:
@@ -146,6 +142,14 @@ class MilvusView:
             hint = " (only one process may open a Milvus Lite file)" if self._lite_path else ""
             self._release_lite()
             raise MilvusViewError(f"cannot open Milvus at {self.uri!r}{hint}: {error}") from error
+        # The Lite engine, opened in-process or served by its own process (infra/milvus_lite.py),
+        # keeps deleted rows in its files whatever the transport: ``purge`` must copy and swap.
+        self._lite_engine = self._lite_path is not None or self._served_by_lite()
+
+    def _served_by_lite(self) -> bool:
+        client = self._require()
+        with self._calling("get_server_version", self.collection):
+            return str(client.get_server_version()).startswith(LITE_SERVER_VERSION_PREFIX)
 
     # ── lifecycle ──────────────────────────────────────────────────────────────
 
@@ -235,14 +239,15 @@ class MilvusView:
         parquet segment and in the vector index file — the delete only adds a tombstone file,
         ``compact()`` is accepted but does nothing, and Lite merges files only once four of a
         size pile up. So on a Lite file the live rows are copied into a fresh collection, the old
-        one is dropped (its directory deleted) and the copy renamed into place: O(rows) — measured
+        one is dropped (its directory deleted) and the copy renamed into place (also when a Lite
+        server process serves the file over http): O(rows) — measured
         3 s for 1k rows and 18 s for 10k (preliminary, on a busy machine) — once per sink
         batch that erased something. A crash midway is finished by :meth:`ensure`. On a
         Milvus server ``compact()`` asks the server to rewrite the segments; it deletes the old
         objects after its own garbage-collection delay (docs/ERASURE.md).
         """
         client = self._require()
-        if self._lite_path is None:
+        if not self._lite_engine:
             with self._calling("compact", self.collection):
                 client.compact(self.collection)
             return

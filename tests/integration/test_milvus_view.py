@@ -1,6 +1,7 @@
 """Contract tests for the Milvus view (STYLE #4): one suite, run against every backend.
 
-``TestMilvusLiteView`` uses a real Milvus Lite file under ``tmp_path``. Set
+``TestMilvusLiteView`` uses a real Milvus Lite file under ``tmp_path``;
+``TestMilvusLiteServerView`` the same file served by a Milvus Lite server process over http. Set
 ``HINDSIGHT_TEST_MILVUS_URI=http://host:19530`` to run the same suite against Milvus standalone
 (``TestMilvusStandaloneView``), each test in its own collection, dropped afterwards.
 """
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from infra.milvus_lite import LocalMilvusLite
 from pipeline.views.milvus import MilvusView, MilvusViewError, watermark_key
 from schemas.memory import (
     Association,
@@ -416,3 +418,58 @@ class TestMilvusStandaloneView(MilvusViewContract):
         cleaner.close()
         for view in opened:
             view.close()
+
+
+class TestMilvusLiteServerView(MilvusViewContract):
+    """The same contract over http to a Milvus Lite server process (what the embedded stack
+    runs beside the worker), and its purge still leaves no deleted row in the files."""
+
+    @pytest.fixture
+    def server(self, tmp_path: Path) -> Iterator[LocalMilvusLite]:
+        served = LocalMilvusLite(tmp_path / "milvus" / "hindsight.db")
+        served.start()
+        yield served
+        served.stop()
+
+    @pytest.fixture
+    def make_view(self, server: LocalMilvusLite) -> Iterator[ViewFactory]:
+        opened: list[MilvusView] = []
+
+        def factory() -> MilvusView:
+            view = MilvusView(server.uri, dimension=DIM)
+            view.ensure()
+            opened.append(view)
+            return view
+
+        yield factory
+        for view in opened:
+            view.close()
+
+    def test_a_purge_over_http_takes_deleted_rows_out_of_the_files(
+        self, server: LocalMilvusLite, tmp_path: Path
+    ) -> None:
+        marker = f"zq-{uuid.uuid4().hex}"
+
+        def files_hold(needle: bytes) -> bool:
+            return any(needle in p.read_bytes() for p in server.data_dir.rglob("*") if p.is_file())
+
+        with MilvusView(server.uri, dimension=DIM) as view:
+            view.ensure()
+            view.upsert(
+                [
+                    make_record("m-1", "ns", [1.0] + [0.0] * (DIM - 1), content=marker),
+                    make_record("m-2", "ns", [0.0] * (DIM - 1) + [1.0]),
+                ]
+            )
+            view.flush()
+            view.delete(["m-1"])
+            view.flush()
+            assert files_hold(marker.encode()), "a flush is not enough"
+            view.purge()
+            assert not files_hold(marker.encode())
+            assert [r.id for r in view.load_namespace("ns")] == ["m-2"]
+        server.stop()
+        # The files are the in-process layout: the path opens directly once the server is gone.
+        with MilvusView(str(server.data_dir), dimension=DIM) as direct:
+            direct.ensure()
+            assert [r.id for r in direct.load_namespace("ns")] == ["m-2"]
