@@ -12,6 +12,7 @@ the same either way: a tool that opens the ``.db`` path after the server stopped
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import signal
 import socket
@@ -78,6 +79,7 @@ class LocalMilvusLite:
             self.process = subprocess.Popen(
                 command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
             )
+        atexit.register(self.stop)  # never leave an orphan server holding the data directory
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -106,6 +108,7 @@ class LocalMilvusLite:
             except subprocess.TimeoutExpired:
                 self.kill()
         self.process = None
+        atexit.unregister(self.stop)  # only once the server is gone: an interrupted stop reruns
 
     def kill(self) -> None:
         process = self.process
