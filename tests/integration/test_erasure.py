@@ -288,7 +288,13 @@ async def test_an_erase_leaves_nothing_readable_in_any_file(
         assert client.records(gone) == []
         assert [r.id for r in client.records(partly)] == [kept.id]
         assert not (await client.recall(gone, "locker code", reinforce=False)).memories
-        assert all(keys.state(k) == "destroyed" for k in destroyed_ids)
+        # The client's key ring follows the data-key topic on its own consumer: the destructions
+        # are committed (the CLI returned), the ring sees them once it has read that far.
+        await wait_until(
+            "the client's key ring sees every key destroyed",
+            lambda: all(keys.state(k) == "destroyed" for k in destroyed_ids),
+            60,
+        )
         for value in sealed:
             with pytest.raises(DataKeyDestroyed):
                 unseal(value, keys, "events")  # the sealed turns are still in the log: unreadable
