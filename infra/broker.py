@@ -270,7 +270,7 @@ async def _count_live_brokers(
             await admin.close()
 
 
-def _accepts_tcp(bootstrap: str) -> bool:
+def accepts_tcp(bootstrap: str) -> bool:
     """Cheap pre-check: the admin client is not started (nor logs) against a port that is closed."""
     for address in bootstrap.split(","):
         host, _, port = address.rpartition(":")
@@ -286,7 +286,7 @@ def probe_live_brokers(
     bootstrap: str, timeout_s: float = 3.0, kwargs: Mapping[str, Any] | None = None
 ) -> int:
     """Synchronous probe, safe to call from inside a running event loop (it uses its own thread)."""
-    if not _accepts_tcp(bootstrap):
+    if not accepts_tcp(bootstrap):
         return 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, _count_live_brokers(bootstrap, timeout_s, kwargs)).result()

@@ -15,13 +15,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from infra.broker import free_port, tail_file
+from infra.broker import accepts_tcp, free_port, tail_file
 from schemas.errors import HindsightError
 
 START_TIMEOUT_S = 60.0
@@ -30,12 +29,6 @@ STOP_TIMEOUT_S = 15.0
 
 class MilvusLiteServerError(HindsightError):
     """The Milvus Lite server did not start (its log tail says why)."""
-
-
-def _accepts_tcp(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
-        return True
-    return False
 
 
 class LocalMilvusLite:
@@ -87,7 +80,7 @@ class LocalMilvusLite:
                     f"Milvus Lite server on {self.data_dir} exited with "
                     f"{self.process.returncode}:\n{tail_file(self.log_path)}"
                 )
-            if _accepts_tcp(self.port):
+            if accepts_tcp(f"127.0.0.1:{self.port}"):
                 return self.uri
             time.sleep(0.1)  # polling a local port until it listens; bounded by the deadline
         self.kill()
