@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
@@ -27,7 +26,12 @@ from pipeline.crypto.keyring import KeyRing
 from pipeline.crypto.wrapping import KeyWrapper, wrapper_from_settings
 from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import KafkaSecurity, Settings
-from pipeline.views.state_topic import committed_consumer, partition_for, partition_ids
+from pipeline.views.state_topic import (
+    committed_consumer,
+    partition_for,
+    partition_ids,
+    read_until_end,
+)
 from schemas.codec import encode
 from schemas.errors import HindsightError, InvalidEvent, WatermarkTimeout
 from topics.catalogue import topic_names
@@ -92,12 +96,9 @@ class TopicKeyStore:
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         self._consumer = consumer
-        ends = await consumer.end_offsets(tps)
-        deadline = time.monotonic() + timeout
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            await self._fetch_once()
-            if time.monotonic() > deadline:
-                raise WatermarkTimeout(f"could not read {self.topic} within {timeout:.0f}s")
+        await read_until_end(
+            consumer, tps, lambda _tp, key, value: self.ring.fold(key, value), timeout
+        )
         await self._note_positions()
         self._task = asyncio.create_task(self._run(), name="data-key-follower")
 

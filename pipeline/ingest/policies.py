@@ -16,7 +16,6 @@ and, looking up by offset, redacts exactly as the first time.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 
 import orjson
@@ -24,9 +23,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import KafkaSecurity, Settings
-from pipeline.views.state_topic import committed_consumer, partition_ids
+from pipeline.views.state_topic import committed_consumer, partition_ids, read_until_end
 from schemas.codec import encode, validate
-from schemas.errors import HindsightError, InvalidEvent, WatermarkTimeout
+from schemas.errors import HindsightError, InvalidEvent
 from schemas.policy import NamespacePolicies
 from topics.catalogue import topic_names
 
@@ -85,17 +84,13 @@ class PolicyStore:
         """Read every history written before now (end offsets taken at the call)."""
         if self._consumer is None:
             raise HindsightError("the policy store is not started")
-        ends = await self._consumer.end_offsets(self._tps)
-        deadline = time.monotonic() + timeout_s
-        while [tp for tp in self._tps if await self._consumer.position(tp) < ends[tp]]:
-            if time.monotonic() > deadline:
-                raise WatermarkTimeout(f"could not read {self.topic} within {timeout_s:.0f}s")
-            batches = await self._consumer.getmany(*self._tps, timeout_ms=200, max_records=5000)
-            for messages in batches.values():
-                for message in messages:
-                    history = decode_policies(message.value)
-                    if history is not None:
-                        self.book[history.namespace] = history
+
+        def fold(_tp: TopicPartition, _key: bytes | None, value: bytes | None) -> None:
+            history = decode_policies(value)
+            if history is not None:
+                self.book[history.namespace] = history
+
+        await read_until_end(self._consumer, self._tps, fold, timeout_s)
 
     async def record(self, changed: Iterable[NamespacePolicies]) -> None:
         """Write histories and wait until the brokers have them (before anything uses them)."""
