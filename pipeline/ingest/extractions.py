@@ -28,7 +28,7 @@ from pipeline.crypto.keyring import KeyRing
 from pipeline.ingest.policies import PolicyBook
 from pipeline.ingest.prepare import InputMessage, open_input, rules_analysis
 from pipeline.memory.rules.llm_extraction import supersedes
-from pipeline.memory.rules.redaction import policy_step
+from pipeline.memory.rules.redaction import step_in_log_order
 from pipeline.models.llm import Extractor, OpenAICompatibleExtractor, extract_turn
 from pipeline.runtime.kafka import client_kwargs, stop_consumer
 from pipeline.runtime.settings import KafkaSecurity, Settings
@@ -220,10 +220,7 @@ class RecordedExtractions:
             except (InvalidEvent, UnknownDataKey, DataKeyDestroyed):
                 continue  # prepare dead-letters or shreds it
             if policies is not None:
-                step = policy_step(turn, message.partition, message.offset, policies)
-                if step.history is not None:
-                    policies[step.history.namespace] = step.history
-                turn = step.event
+                turn = step_in_log_order(turn, message.partition, message.offset, policies).event
             if not isinstance(turn, TurnRecorded):
                 continue
             turns.append((message, turn))

@@ -36,7 +36,7 @@ from pipeline.ingest.policies import PolicyBook
 from pipeline.memory.rules.classify import Classification, classify, decided, not_remembered
 from pipeline.memory.rules.extraction import extract_entities, extract_triplet, search_text
 from pipeline.memory.rules.llm_extraction import apply_extraction
-from pipeline.memory.rules.redaction import policy_step
+from pipeline.memory.rules.redaction import step_in_log_order
 from pipeline.memory.rules.slots import NEVER_UPDATES, slot_of
 from pipeline.memory.rules.text import word_count
 from pipeline.models.classifier import TurnClassifier, TurnVerdict, classifier_for
@@ -206,11 +206,9 @@ def turn_search_text(turn: TurnRecorded, *, time_notes: bool = True) -> str:
 def _under_policy(
     batch: PreparedBatch, policies: PolicyBook, message: InputMessage, event: InputEvent
 ) -> InputEvent:
-    step = policy_step(event, message.partition, message.offset, policies)
+    step = step_in_log_order(event, message.partition, message.offset, policies)
     if step.history is not None:
-        policies[step.history.namespace] = batch.policy_changes[step.history.namespace] = (
-            step.history
-        )
+        batch.policy_changes[step.history.namespace] = step.history
     if step.redacted is not None:
         batch.counts["redacted_turns"] += 1
         batch.counts["redacted_values"] += len(step.redacted.spans)

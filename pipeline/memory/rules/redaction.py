@@ -415,3 +415,14 @@ def policy_step(
             if redacted.changed:
                 return PolicyStep(event.model_copy(update={"text": redacted.text}), None, redacted)
     return PolicyStep(event)
+
+
+def step_in_log_order(
+    event: InputEvent, partition: int, offset: int, book: dict[str, NamespacePolicies]
+) -> PolicyStep:
+    """``policy_step``, with a joined history written back into ``book`` — so the events after it
+    in the same batch are read under the policy it set (every reader of the log folds this way)."""
+    step = policy_step(event, partition, offset, book)
+    if step.history is not None:
+        book[step.history.namespace] = step.history
+    return step
