@@ -26,7 +26,7 @@ from pipeline.runtime.stack import WorkerProcess
 from pipeline.views.state_topic import partition_ids, read_state_partition
 from schemas.errors import HindsightError
 from schemas.memory import MemoryRecord
-from topics.catalogue import topic_names
+from topics.catalogue import Role, topic_names
 
 
 @dataclass
@@ -61,9 +61,9 @@ class Fleet:
         return process.log_tail(lines) if process else ""
 
 
-async def input_ends(settings: Settings) -> dict[int, int]:
-    """The input log's end offset per partition (what consolidation must reach)."""
-    topic = topic_names(settings.topic_prefix)["events"]
+async def topic_ends(settings: Settings, name: Role) -> dict[int, int]:
+    """End offset per partition of the catalogue's topic ``name`` (e.g. "events", "prepared")."""
+    topic = topic_names(settings.topic_prefix)[name]
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
     await consumer.start()
     try:
@@ -74,6 +74,11 @@ async def input_ends(settings: Settings) -> dict[int, int]:
     finally:
         await stop_consumer(consumer)
     return {tp.partition: end for tp, end in ends.items()}
+
+
+async def input_ends(settings: Settings) -> dict[int, int]:
+    """The input log's end offset per partition (what consolidation must reach)."""
+    return await topic_ends(settings, "events")
 
 
 async def applied_offsets(settings: Settings) -> dict[int, int]:

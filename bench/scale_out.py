@@ -31,12 +31,14 @@ from tqdm import tqdm
 
 from bench.fleet import (
     Fleet,
+    applied_offsets,
     differences,
     dumps,
     duplicate_sources,
     input_ends,
     live_records,
     replayed_records,
+    topic_ends,
     wait_consolidated,
 )
 from bench.ingest import load_turns
@@ -45,7 +47,7 @@ from pipeline.interfaces.client import Hindsight
 from pipeline.runtime.kafka import stop_consumer
 from pipeline.runtime.settings import Settings
 from pipeline.runtime.stage_stats import read_stats
-from pipeline.views.state_topic import partition_ids, read_state_partition
+from pipeline.views.state_topic import partition_ids
 from topics.admin import ensure_topics
 from topics.catalogue import topic_names
 
@@ -55,26 +57,7 @@ DEFAULT_DATA = Path("/work/shared/data/locomo_dev.json")
 
 async def prepared_progress(settings: Settings) -> dict[int, int]:
     """End offsets of the prepared topic per partition (``prepare``'s progress)."""
-    topic = topic_names(settings.topic_prefix)["prepared"]
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
-    await consumer.start()
-    try:
-        tps = [
-            TopicPartition(topic, p) for p in await partition_ids(settings.bootstrap or "", topic)
-        ]
-        ends = await consumer.end_offsets(tps)
-    finally:
-        await stop_consumer(consumer)
-    return {tp.partition: end for tp, end in ends.items()}
-
-
-async def consolidated_progress(settings: Settings) -> dict[int, int]:
-    topic = topic_names(settings.topic_prefix)["memory_state"]
-    progress = {}
-    for partition in await partition_ids(settings.bootstrap or "", topic):
-        state = await read_state_partition(settings.bootstrap or "", topic, partition)
-        progress[partition] = state.watermark.offset if state.watermark else -1
-    return progress
+    return await topic_ends(settings, "prepared")
 
 
 async def takeover(
@@ -177,8 +160,8 @@ async def run(data: Path, partitions: int, keep: bool, progress: bool) -> dict[s
 
         # Kill a consolidate process once about half the log is consolidated.
         target = {p: end // 2 for p, end in ends.items()}
-        await _wait_until(consolidated_progress, settings, target, fleet, offset_is_count=False)
-        before = await consolidated_progress(settings)
+        await _wait_until(applied_offsets, settings, target, fleet, offset_is_count=False)
+        before = await applied_offsets(settings)
         pending = {p for p, end in ends.items() if before.get(p, -1) < end - 1}
         killed_at = time.monotonic()
         fleet.kill("consolidate-1")
@@ -187,7 +170,7 @@ async def run(data: Path, partitions: int, keep: bool, progress: bool) -> dict[s
             {
                 "stage": "consolidate",
                 "takeover_s": await takeover(
-                    lambda: consolidated_progress(settings), before, pending, killed_at
+                    lambda: applied_offsets(settings), before, pending, killed_at
                 ),
             }
         )
