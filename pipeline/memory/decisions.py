@@ -262,6 +262,20 @@ def _update_candidates(
     return [i for i in dict.fromkeys(wanted) if i != created.id]
 
 
+def _nearest_current(
+    bank: NamespaceBank, created: MemoryRecord, policy: MemoryPolicy
+) -> str | None:
+    """The current memory closest to the new one as a whole (a value told in plain words may
+    update only that one: of several facts about one subject, the one it speaks to)."""
+    vector = _vector_of(bank, created)
+    if vector is None:
+        return None
+    closest = [
+        i for i in bank.closest_current(vector, policy.state_cosine_floor, 2) if i != created.id
+    ]
+    return closest[0] if closest else None
+
+
 def _supersessions(
     bank: NamespaceBank, created: MemoryRecord, turn: TurnRecorded, policy: MemoryPolicy
 ) -> tuple[MemoryRecord, list[Change]]:
@@ -269,11 +283,14 @@ def _supersessions(
     at, cause = turn.event_time, turn.event_id
     changes: list[Change] = []
     created_statement = statement_of(bank, created)
+    nearest = _nearest_current(bank, created, policy)
     for existing_id in _update_candidates(bank, created, policy):
         existing = bank.records[existing_id]
         existing_statement = statement_of(bank, existing)
         if (existing.valid_from, existing.id) <= (created.valid_from, created.id):
-            reason = slots.update_reason(existing_statement, created_statement, policy)
+            reason = slots.update_reason(
+                existing_statement, created_statement, policy, nearest=existing_id == nearest
+            )
             if reason is None:
                 continue
             older = consolidation.supersede(existing, created, at, cause, policy, reason)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 
 import jieba
@@ -692,13 +692,18 @@ def _triplets_conflict(first: Triplet | None, second: Triplet | None) -> bool:
     )
 
 
-def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+def update_reason(
+    older: Statement, newer: Statement, policy: MemoryPolicy, nearest: bool = False
+) -> str | None:
     """Why ``newer`` supersedes ``older`` (kept in the history entry), or None when it does not.
 
     The extracted triplets say it exactly when both have one (same subject and attribute,
     another value) — unless the slot signals show two subjects or attributes
     (``names_two_slots``). Otherwise the slot rule decides. (Additive words do not stop a
     triplet: "我自己的side project也都用React写了" is a switch told with 也.)
+
+    ``nearest``: ``older`` is the current memory closest to ``newer`` as a whole, which a value
+    told in plain words needs (``value_in_words``).
     """
     if _triplets_conflict(older.triplet, newer.triplet):
         assert older.triplet is not None and newer.triplet is not None
@@ -713,10 +718,12 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
         return f"triplet: {older.triplet.attribute}: {older.triplet.value} -> {newer.triplet.value}"
     if older.slot is None or newer.slot is None:
         return None
+    older, newer = named_alike(older, newer)
     moved_on = (
         state_moved_on(older, newer, policy)
         or new_way_to(older, newer, policy)
         or switched_to(older, newer, policy)
+        or (value_in_words(older, newer, policy) if nearest else None)
     )
     if moved_on is not None:
         return moved_on
@@ -957,3 +964,115 @@ def _goal_words_in(words: str, frame: str) -> bool:
     """Every content word of ``words`` (at least one) is in ``frame``."""
     wanted = set(_content_terms(tokenize(words)))
     return bool(wanted) and wanted <= set(tokenize(frame))
+
+
+# -- one entity, named alike ----------------------------------------------------------------------
+
+
+def named_alike(older: Statement, newer: Statement) -> tuple[Statement, Statement]:
+    """Both statements name one entity even where only one side's spans caught it.
+
+    "My sister Leila lives in Porto" / "Leila lives in Lyon": a sentence's first word is never
+    taken for a name on its own, so "Leila" is a name on the older side and a plain word on the
+    newer. A name (or identifier) one side holds as a value that the other side says as a word is
+    the same value on both sides: moved from the other side's words to its values, it is no
+    longer a changed value nor a swapped attribute word.
+    """
+    assert older.slot is not None and newer.slot is not None
+    first, second = _named_from(older.slot, newer.slot), _named_from(newer.slot, older.slot)
+    if first is older.slot and second is newer.slot:
+        return older, newer
+    return replace(older, slot=first), replace(newer, slot=second)
+
+
+def _named_from(side: Slot, other: Slot) -> Slot:
+    """``side`` with the other side's names that it says as plain words added to its values."""
+    terms = set(side.terms)
+    found: list[tuple[str, list[str]]] = []
+    for value in other.values:
+        if _kind(value) not in _SWITCHABLE_KINDS or value in side.values:
+            continue
+        words = tokenize(value.split(":", 1)[1])
+        if words and set(words) <= terms:
+            found.append((value, words))
+    if not found:
+        return side
+    said = {word for _, words in found for word in words}
+    return side.model_copy(
+        update={
+            "values": [*side.values, *(value for value, _ in found)],
+            "terms": [t for t in side.terms if t not in said],
+        }
+    )
+
+
+# -- a new value told in plain words ------------------------------------------------------------
+
+
+def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The newer statement gives the older one's slot a value no span catches.
+
+    "My go-to editor is Vim" → "Helix has completely won me over, the only editor I open";
+    "always request a vegetarian meal" → "kindly request the gluten-free meal"; 我周末都去爬山 →
+    周末基本泡在羽毛球馆. The values are plain words, so the frames are not masked alike and the
+    slot rule cannot see one slot. The evidence here is the statements as wholes:
+
+    * what they share is the slot: at least one content word in common, and each side has words
+      (or span values) of its own, the old value and the new one;
+    * a span value both hold is an entity both name (a name, an identifier: "Leila"), never an
+      amount, a date or a state said again; with one, its other values change, in one attribute
+      (``names_two_slots``);
+    * both brief (``state_max_terms``), and the older is the current memory closest to the newer
+      one (``nearest``, checked by the caller): of several facts about a subject, only the one it
+      speaks to;
+    * English (an encoder that reads it): the statements are close (``state_cosine_floor``) but
+      not so close that they say the same thing (``restatement_cosine``: "I drink my coffee black"
+      / "Black coffee, no sugar, always"). Elsewhere the cosine proves nothing, so the shared words
+      must be what both open with: the topic comes first (周末…, 孩子睡前…);
+    * no swapped modifier (breakfast / lunch, 早饭 / 午饭) and no differing subject.
+    """
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+        return None
+    first, second = older.slot, newer.slot
+    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
+        return None
+    if second.additive or second.moment or first.question or second.question:
+        return None
+    both_name = set(first.values) & set(second.values)
+    if any(_kind(v) not in _SWITCHABLE_KINDS for v in both_name):
+        return None  # an amount, a date or a state said again: no change of value
+    old_values, new_values = changed_values(first, second)
+    if both_name and (
+        not old_values
+        or not new_values
+        or names_two_slots(first, second, old_values, new_values)
+    ):
+        return None  # one entity both name (Leila): its values must change, in one attribute
+    words = [_content_terms(side.terms) for side in (first, second)]
+    if max(len(w) for w in words) > policy.state_max_terms:
+        return None
+    shared = set(words[0]) & set(words[1])
+    old_own = [t for t in words[0] if t not in shared] + list(old_values)
+    new_own = [t for t in words[1] if t not in shared] + list(new_values)
+    if not shared or not old_own or not new_own:
+        return None
+    cosine = float(older.vector @ newer.vector)
+    if cosine < policy.state_cosine_floor:
+        return None
+    trusted = all(
+        language_of(side.frame) in policy.slot_cosine_languages for side in (first, second)
+    )
+    if trusted:
+        if cosine >= policy.restatement_cosine:
+            return None
+    elif not (words[0] and words[1] and words[0][0] in shared and words[1][0] in shared):
+        return None
+    if _swapped_modifier(first.terms, second.terms):
+        return None
+    if any(v in {*first.subjects, *second.subjects} for v in (*first.values, *second.values)):
+        return None
+    return (
+        f"words: {', '.join(sorted(shared))}; {', '.join(old_own)} -> {', '.join(new_own)}; "
+        f"statement cosine {cosine:.3f}"
+    )
