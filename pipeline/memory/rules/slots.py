@@ -723,6 +723,7 @@ def update_reason(
         state_moved_on(older, newer, policy)
         or new_way_to(older, newer, policy)
         or switched_to(older, newer, policy)
+        or quantity_changed(older, newer, policy)
         or (value_in_words(older, newer, policy) if nearest else None)
     )
     if moved_on is not None:
@@ -1020,8 +1021,9 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     * what they share is the slot: at least one content word in common, and each side has words
       (or span values) of its own, the old value and the new one;
     * a span value both hold is an entity both name (a name, an identifier: "Leila"), never an
-      amount, a date or a state said again; with one, its other values change, in one attribute
-      (``names_two_slots``);
+      amount, a date or a state said again; with one, its other values change; span values of one
+      class changing on both sides must change in one attribute (``names_two_slots``: 我哥住在南京
+      / 我哥在苏州上班), while values of two classes are side remarks (二十分钟 / 《西游记》);
     * both brief (``state_max_terms``), and the older is the current memory closest to the newer
       one (``nearest``, checked by the caller): of several facts about a subject, only the one it
       speaks to;
@@ -1043,12 +1045,15 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     if any(_kind(v) not in _SWITCHABLE_KINDS for v in both_name):
         return None  # an amount, a date or a state said again: no change of value
     old_values, new_values = changed_values(first, second)
-    if both_name and (
-        not old_values
-        or not new_values
-        or names_two_slots(first, second, old_values, new_values)
+    if both_name and (not old_values or not new_values):
+        return None  # one entity both name (Leila) and nothing else of it changed
+    if (
+        old_values
+        and new_values
+        and (both_name or not _classes_differ(old_values, new_values))
+        and names_two_slots(first, second, old_values, new_values)
     ):
-        return None  # one entity both name (Leila): its values must change, in one attribute
+        return None  # span values of one class changed in another attribute (住 / 上班)
     words = [_content_terms(side.terms) for side in (first, second)]
     if max(len(w) for w in words) > policy.state_max_terms:
         return None
@@ -1075,4 +1080,84 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     return (
         f"words: {', '.join(sorted(shared))}; {', '.join(old_own)} -> {', '.join(new_own)}; "
         f"statement cosine {cosine:.3f}"
+    )
+
+
+# -- an amount of the same thing ----------------------------------------------------------------
+
+_UNIT_AFTER = re.compile(r"[\u4e00-\u9fff]{1,3}|[A-Za-z]+")
+
+
+def _number_units(signal: Slot) -> dict[str, str]:
+    """Each number value's unit: the word right after its mask in the frame (个人, 刀, people).
+
+    Masks stand in the frame in the order of the spans; when a value repeats, the two cannot be
+    told apart, and no unit is read."""
+    pieces = signal.frame.split(MASK)[1:]
+    if len(pieces) != len(signal.values):
+        return {}
+    units: dict[str, str] = {}
+    for value, after in zip(signal.values, pieces, strict=True):
+        found = _UNIT_AFTER.match(after.lstrip(" "))
+        if _kind(value) == "number" and found is not None:
+            units[value] = found.group(0).casefold()
+    return units
+
+
+def _common_unit(first: str, second: str) -> str:
+    """The shared beginning of two units: 个人 / 个人, 刀 / 刀左 (a CJK unit runs into the next
+    word, so only the prefix both have counts); English words must match whole."""
+    if first.isascii() or second.isascii():
+        return first if first == second else ""
+    size = 0
+    while size < min(len(first), len(second)) and first[size] == second[size]:
+        size += 1
+    return first[:size]
+
+
+def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """A new amount of the same thing: one number each side changed, counted in the same unit,
+    of something both name. 跑团微信群有86个人 → 跑团群涨到132个人了; AWS每月账单大概1800刀 →
+    账单压到1100刀左右.
+
+    The frames need not be close (the word segmenter splits 跑团微信群 and 跑团群 apart, and the
+    newer one says more), so the evidence is the unit after each number and a word (for Chinese,
+    a character pair) both share besides it. Not when the changed value names what each is about
+    (北京办公室有40个人 / 上海办公室有12个人) or a time changed with it.
+    """
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+        return None
+    first, second = older.slot, newer.slot
+    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
+        return None
+    if second.additive or first.question or second.question:
+        return None
+    old_values, new_values = changed_values(first, second)
+    old_numbers = [v for v in old_values if _kind(v) == "number"]
+    new_numbers = [v for v in new_values if _kind(v) == "number"]
+    if len(old_numbers) != 1 or len(new_numbers) != 1:
+        return None
+    if any(_VALUE_CLASSES.get(_kind(v)) == "when" for v in (*old_values, *new_values)):
+        return None
+    if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
+        return None
+    unit = _common_unit(
+        _number_units(first).get(old_numbers[0], ""), _number_units(second).get(new_numbers[0], "")
+    )
+    if not unit:
+        return None
+    words = [set(_content_terms(side.terms)) for side in (first, second)]
+    if max(len(w) for w in words) > policy.state_max_terms:
+        return None
+    shared = (words[0] & words[1]) - {unit}
+    pairs = (_bigrams(first.frame) & _bigrams(second.frame)) - _bigrams(unit)
+    if not shared and not pairs:
+        return None
+    cosine = float(older.vector @ newer.vector)
+    if cosine < policy.state_cosine_floor:
+        return None
+    return (
+        f"quantity: {old_numbers[0]} -> {new_numbers[0]} {unit}; "
+        f"shared {', '.join(sorted(shared | pairs))}; statement cosine {cosine:.3f}"
     )
