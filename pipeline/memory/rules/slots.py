@@ -1019,7 +1019,9 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     slot rule cannot see one slot. The evidence here is the statements as wholes:
 
     * what they share is the slot: at least one content word in common, and each side has words
-      (or span values) of its own, the old value and the new one;
+      (or span values) of its own, the old value and the new one — the newer at least two, for a
+      statement that only names the topic again ("Back on the billing migration") says nothing
+      of it;
     * a span value both hold is an entity both name (a name, an identifier: "Leila"), never an
       amount, a date or a state said again; with one, its other values change; span values of one
       class changing on both sides must change in one attribute (``names_two_slots``: 我哥住在南京
@@ -1060,8 +1062,8 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     shared = set(words[0]) & set(words[1])
     old_own = [t for t in words[0] if t not in shared] + list(old_values)
     new_own = [t for t in words[1] if t not in shared] + list(new_values)
-    if not shared or not old_own or not new_own:
-        return None
+    if not shared or not old_own or len(new_own) < 2:
+        return None  # "Back on the billing migration": the topic again, and nothing said of it
     cosine = float(older.vector @ newer.vector)
     if cosine < policy.state_cosine_floor:
         return None
