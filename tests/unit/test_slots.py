@@ -429,3 +429,71 @@ def test_a_slot_that_moved_is_a_switch_but_people_moving_are_not() -> None:
 def test_a_title_with_a_full_stop_does_not_start_a_sentence() -> None:
     assert "name:okafor" in slot_of("My dentist is Dr. Okafor.").values
     assert not [v for v in slot_of("We met. Later we left.").values if v.startswith("name:")]
+
+
+# -- a value told in plain words; one entity named alike; an amount of the same thing ---------
+
+
+def words_reason(older: str, newer: str, cosine: float, *, nearest: bool = True) -> str | None:
+    """Whole-statement vectors at ``cosine``; frames far apart; ``nearest`` as the caller says."""
+    first_frame, second_frame = frames_at(0.1)
+    first, second = frames_at(cosine)
+    return update_reason(
+        Statement("ana", "fact", "semantic", None, slot_of(older), first_frame, first),
+        Statement("ana", "fact", "semantic", None, slot_of(newer), second_frame, second),
+        POLICY,
+        nearest=nearest,
+    )
+
+
+def test_a_value_in_plain_words_supersedes_the_nearest_statement_of_its_slot() -> None:
+    older = "My go-to editor is Vim, I've been living in it for about ten years."
+    newer = "Helix has completely won me over. It's the only editor I open."
+    assert words_reason(older, newer, 0.57) is not None
+    assert words_reason("我周末都去爬山，一般是北高峰。", "周末基本泡在羽毛球馆，一打就是一下午。", 0.6)
+    # A side remark of another class (二十分钟) does not stop the value in words (儿歌 → 故事).
+    older_zh = "孩子睡前要听儿歌，一般放二十分钟。"
+    assert words_reason(older_zh, "孩子睡前非要听《西游记》的故事，别的都不听。", 0.6)
+
+
+def test_a_value_in_plain_words_needs_the_nearest_a_change_and_no_restatement() -> None:
+    older = "My go-to editor is Vim, I've been living in it for about ten years."
+    newer = "Helix has completely won me over. It's the only editor I open."
+    # Not the memory the new statement is closest to: another fact about the subject.
+    assert words_reason(older, newer, 0.57, nearest=False) is None
+    # So close as wholes that it says the same thing in other words.
+    assert words_reason("I drink my coffee black.", "Black coffee, no sugar, always.", 0.8) is None
+    # The topic again, with nothing said of it.
+    older = "For the billing migration we decided to use a blue-green deployment."
+    assert words_reason(older, "Back on the billing migration.", 0.6) is None
+    # Nothing shared, a swapped modifier, an amount said again, an addition.
+    assert words_reason("早饭一般喝粥。", "午饭一般在公司食堂吃。", 0.6) is None
+    assert words_reason("Breakfast is usually porridge.", "Lunch is usually a sandwich.", 0.6) is None
+    assert words_reason("房租每月4500。", "房租一个月四千五，押一付三。", 0.7) is None
+    assert words_reason("I like jazz.", "I also like old soul records.", 0.5) is None
+    # Values of one class changing in another attribute (住 / 上班).
+    assert words_reason("我哥住在南京。", "我哥在苏州上班。", 0.7) is None
+
+
+def test_an_entity_named_alike_on_both_sides_is_one_value() -> None:
+    older = "My sister Leila lives in Porto, right by the river."
+    newer = "Leila lives in Lyon, ten minutes from the old town."
+    found = words_reason(older, newer, 0.69)
+    assert found is not None and "name:porto" in found and "name:leila" not in found
+    # The same entity with another attribute stays apart.
+    assert words_reason(older, "Leila works in Lyon these days, at a bank.", 0.69) is None
+
+
+def test_a_new_amount_of_the_same_thing_in_the_same_unit_supersedes() -> None:
+    assert words_reason("我们的跑团微信群有86个人。", "跑团群涨到132个人了，得分个二群。", 0.65)
+    older = "AWS每月账单大概1800刀，大头是RDS。"
+    assert words_reason(older, "这个月起AWS账单压到1100刀左右。", 0.7, nearest=False)
+
+
+def test_amounts_of_two_things_or_in_two_units_stay_apart() -> None:
+    # What each is about changed with the amount.
+    assert words_reason("北京办公室有40个人。", "上海办公室有12个人。", 0.7) is None
+    # Nothing shared besides the unit.
+    assert words_reason("儿子8岁。", "女儿5岁。", 0.7) is None
+    # Another unit: another attribute.
+    assert words_reason("跑团群有86个人。", "跑团群每周跑3次。", 0.7, nearest=False) is None
