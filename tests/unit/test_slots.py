@@ -450,7 +450,9 @@ def test_a_value_in_plain_words_supersedes_the_nearest_statement_of_its_slot() -
     older = "My go-to editor is Vim, I've been living in it for about ten years."
     newer = "Helix has completely won me over. It's the only editor I open."
     assert words_reason(older, newer, 0.57) is not None
-    assert words_reason("我周末都去爬山，一般是北高峰。", "周末基本泡在羽毛球馆，一打就是一下午。", 0.6)
+    assert words_reason(
+        "我周末都去爬山，一般是北高峰。", "周末基本泡在羽毛球馆，一打就是一下午。", 0.6
+    )
     # A side remark of another class (二十分钟) does not stop the value in words (儿歌 → 故事).
     older_zh = "孩子睡前要听儿歌，一般放二十分钟。"
     assert words_reason(older_zh, "孩子睡前非要听《西游记》的故事，别的都不听。", 0.6)
@@ -468,7 +470,9 @@ def test_a_value_in_plain_words_needs_the_nearest_a_change_and_no_restatement() 
     assert words_reason(older, "Back on the billing migration.", 0.6) is None
     # Nothing shared, a swapped modifier, an amount said again, an addition.
     assert words_reason("早饭一般喝粥。", "午饭一般在公司食堂吃。", 0.6) is None
-    assert words_reason("Breakfast is usually porridge.", "Lunch is usually a sandwich.", 0.6) is None
+    assert (
+        words_reason("Breakfast is usually porridge.", "Lunch is usually a sandwich.", 0.6) is None
+    )
     assert words_reason("房租每月4500。", "房租一个月四千五，押一付三。", 0.7) is None
     assert words_reason("I like jazz.", "I also like old soul records.", 0.5) is None
     # Values of one class changing in another attribute (住 / 上班).

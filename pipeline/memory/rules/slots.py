@@ -730,6 +730,7 @@ def update_reason(
         return moved_on
     if older.frame_vector is None or newer.frame_vector is None:
         return None
+    assert older.slot is not None and newer.slot is not None
     update = slot_update(
         SlotSide(older.speaker, older.kind, older.region, older.slot, older.frame_vector),
         SlotSide(newer.speaker, newer.kind, newer.region, newer.slot, newer.frame_vector),
