@@ -139,6 +139,7 @@ def statement_of(bank: NamespaceBank, record: MemoryRecord) -> slots.Statement:
         slot=record.slot,
         frame_vector=frame,
         vector=_vector_of(bank, record),
+        session=record.provenance[0].session_id if record.provenance else None,
     )
 
 
@@ -162,6 +163,7 @@ def _turn_statement(prepared: PreparedTurn) -> slots.Statement:
             decode_vector(slot.vector_b64) if slot is not None and slot.vector_b64 else None
         ),
         vector=prepared.vector,
+        session=prepared.turn.session_id,
     )
 
 

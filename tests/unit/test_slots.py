@@ -434,13 +434,16 @@ def test_a_title_with_a_full_stop_does_not_start_a_sentence() -> None:
 # -- a value told in plain words; one entity named alike; an amount of the same thing ---------
 
 
-def words_reason(older: str, newer: str, cosine: float, *, nearest: bool = True) -> str | None:
-    """Whole-statement vectors at ``cosine``; frames far apart; ``nearest`` as the caller says."""
+def words_reason(
+    older: str, newer: str, cosine: float, *, nearest: bool = True, session: str = "s2"
+) -> str | None:
+    """Whole-statement vectors at ``cosine``; frames far apart; ``nearest`` as the caller says;
+    the older said in conversation s1, the newer in ``session``."""
     first_frame, second_frame = frames_at(0.1)
     first, second = frames_at(cosine)
     return update_reason(
-        Statement("ana", "fact", "semantic", None, slot_of(older), first_frame, first),
-        Statement("ana", "fact", "semantic", None, slot_of(newer), second_frame, second),
+        Statement("ana", "fact", "semantic", None, slot_of(older), first_frame, first, "s1"),
+        Statement("ana", "fact", "semantic", None, slot_of(newer), second_frame, second, session),
         POLICY,
         nearest=nearest,
     )
@@ -463,6 +466,10 @@ def test_a_value_in_plain_words_needs_the_nearest_a_change_and_no_restatement() 
     newer = "Helix has completely won me over. It's the only editor I open."
     # Not the memory the new statement is closest to: another fact about the subject.
     assert words_reason(older, newer, 0.57, nearest=False) is None
+    # In the same conversation: a line going on about the topic.
+    assert words_reason(older, newer, 0.57, session="s1") is None
+    blood, test = "My blood type is B positive.", "Blood test results take three days at my clinic."
+    assert words_reason(blood, test, 0.42, session="s1") is None
     # So close as wholes that it says the same thing in other words.
     assert words_reason("I drink my coffee black.", "Black coffee, no sugar, always.", 0.8) is None
     # The topic again, with nothing said of it.
@@ -499,5 +506,8 @@ def test_amounts_of_two_things_or_in_two_units_stay_apart() -> None:
     assert words_reason("北京办公室有40个人。", "上海办公室有12个人。", 0.7) is None
     # Nothing shared besides the unit.
     assert words_reason("儿子8岁。", "女儿5岁。", 0.7) is None
+    # Grammar after the number is no unit.
+    card = "Visa ending 6190 is my personal card."
+    assert words_reason(card, "Amex ending 3009 is the business card.", 0.64, session="s1") is None
     # Another unit: another attribute.
     assert words_reason("跑团群有86个人。", "跑团群每周跑3次。", 0.7, nearest=False) is None

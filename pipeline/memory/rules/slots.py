@@ -680,6 +680,7 @@ class Statement:
     slot: Slot | None
     frame_vector: Vector | None
     vector: Vector | None = None  # the whole statement's (task states compare these)
+    session: str | None = None  # the conversation it was said in (None: unknown)
 
 
 def _triplets_conflict(first: Triplet | None, second: Triplet | None) -> bool:
@@ -1030,6 +1031,9 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     * both brief (``state_max_terms``), and the older is the current memory closest to the newer
       one (``nearest``, checked by the caller): of several facts about a subject, only the one it
       speaks to;
+    * said in another conversation: within one, the lines after a fact that share a word with it
+      go on about the topic ("My blood type is B positive", then "Blood test results take three
+      days"; "The staging API key is …", then "The staging URL is …");
     * English (an encoder that reads it): the statements are close (``state_cosine_floor``) but
       not so close that they say the same thing (``restatement_cosine``: "I drink my coffee black"
       / "Black coffee, no sugar, always"). Elsewhere the cosine proves nothing, so the shared words
@@ -1039,6 +1043,8 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     assert older.slot is not None and newer.slot is not None
     if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
         return None
+    if older.session is None or older.session == newer.session:
+        return None  # within one conversation, a line sharing a word goes on about the topic
     first, second = older.slot, newer.slot
     if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
         return None
@@ -1102,7 +1108,8 @@ def _number_units(signal: Slot) -> dict[str, str]:
     units: dict[str, str] = {}
     for value, after in zip(signal.values, pieces, strict=True):
         found = _UNIT_AFTER.match(after.lstrip(" "))
-        if _kind(value) == "number" and found is not None:
+        # A unit is a word of its own ("… people", 个人), not grammar ("ending … is my card").
+        if _kind(value) == "number" and found is not None and tokenize(found.group(0)):
             units[value] = found.group(0).casefold()
     return units
 
