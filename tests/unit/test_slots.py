@@ -511,3 +511,15 @@ def test_amounts_of_two_things_or_in_two_units_stay_apart() -> None:
     assert words_reason(card, "Amex ending 3009 is the business card.", 0.64, session="s1") is None
     # Another unit: another attribute.
     assert words_reason("跑团群有86个人。", "跑团群每周跑3次。", 0.7, nearest=False) is None
+
+
+def test_a_value_in_words_names_the_attribute_the_older_gives_a_value_to() -> None:
+    # "My blood type is …": a later line about blood tests does not name the type.
+    blood = "My blood type is B positive."
+    assert words_reason(blood, "Blood test results take three days at my clinic.", 0.45) is None
+    # No attribute said, one word in common: the value mentioned again, not replaced.
+    cilantro = "i hate cilantro, tastes like soap, never put it in my food"
+    assert words_reason(cilantro, "the cilantro gene thing is real apparently", 0.49) is None
+    # Two words in common with no copula: the meal for bookings.
+    older = "When you book flights for me, please always request a vegetarian meal."
+    assert words_reason(older, "For future bookings, kindly request the gluten-free meal.", 0.5)

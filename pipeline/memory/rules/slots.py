@@ -1012,6 +1012,16 @@ def _named_from(side: Slot, other: Slot) -> Slot:
 # -- a new value told in plain words ------------------------------------------------------------
 
 
+def _attribute_head(frame: str) -> str | None:
+    """The last content word before an English statement's copula: what "My go-to editor is Vim"
+    or "The wifi at the cabin is …" gives a value to (None: no copula, or nothing before it)."""
+    match = re.search(r"\b(?:is|are|was|were)\b", frame, re.I)
+    if match is None:
+        return None
+    before = _content_terms(tokenize(frame[: match.start()]))
+    return before[-1] if before else None
+
+
 def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
     """The newer statement gives the older one's slot a value no span catches.
 
@@ -1036,8 +1046,10 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
       days"; "The staging API key is …", then "The staging URL is …");
     * English (an encoder that reads it): the statements are close (``state_cosine_floor``) but
       not so close that they say the same thing (``restatement_cosine``: "I drink my coffee black"
-      / "Black coffee, no sugar, always"). Elsewhere the cosine proves nothing, so the shared words
-      must be what both open with: the topic comes first (周末…, 孩子睡前…);
+      / "Black coffee, no sugar, always"); when the older says its attribute before a copula ("My
+      go-to editor is Vim"), the newer names the attribute's head (editor); otherwise they share
+      two words or one entity. Elsewhere the cosine proves nothing, so the shared words must be
+      what both open with: the topic comes first (周末…, 孩子睡前…);
     * no swapped modifier (breakfast / lunch, 早饭 / 午饭) and no differing subject.
     """
     assert older.slot is not None and newer.slot is not None
@@ -1080,6 +1092,12 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     if trusted:
         if cosine >= policy.restatement_cosine:
             return None
+        head = _attribute_head(first.frame)
+        if head is not None and head not in second.terms:
+            return None  # "My blood type is …" / "Blood test results take three days": not its type
+        if head is None and len(shared) < 2 and not both_name:
+            return None  # one word in common and no attribute said: "i hate cilantro" / "the
+            # cilantro gene thing is real" share the value, not the slot
     elif not (words[0] and words[1] and words[0][0] in shared and words[1][0] in shared):
         return None
     if _swapped_modifier(first.terms, second.terms):
