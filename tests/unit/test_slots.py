@@ -523,3 +523,13 @@ def test_a_value_in_words_names_the_attribute_the_older_gives_a_value_to() -> No
     # Two words in common with no copula: the meal for bookings.
     older = "When you book flights for me, please always request a vegetarian meal."
     assert words_reason(older, "For future bookings, kindly request the gluten-free meal.", 0.5)
+
+
+def test_a_preference_gives_way_only_to_another_preference() -> None:
+    first_frame, second_frame = frames_at(0.1)
+    first, second = frames_at(0.67)
+    liking = slot_of("i hate cilantro, tastes like soap, never put it in my food")
+    mention = slot_of("cilantro is in like every taco at that place")
+    older = Statement("ana", "preference", "semantic", None, liking, first_frame, first, "s1")
+    fact = Statement("ana", "fact", "semantic", None, mention, second_frame, second, "s2")
+    assert update_reason(older, fact, POLICY, nearest=True) is None

@@ -1050,6 +1050,8 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
       go-to editor is Vim"), the newer names the attribute's head (editor); otherwise they share
       two words or one entity. Elsewhere the cosine proves nothing, so the shared words must be
       what both open with: the topic comes first (周末…, 孩子睡前…);
+    * a stated preference gives way only to another preference or a decision: a fact that
+      mentions the liked thing ("cilantro is in like every taco at that place") replaces nothing;
     * no swapped modifier (breakfast / lunch, 早饭 / 午饭) and no differing subject.
     """
     assert older.slot is not None and newer.slot is not None
@@ -1062,6 +1064,8 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
         return None
     if second.additive or second.moment or first.question or second.question:
         return None
+    if older.kind == "preference" and newer.kind not in {"preference", "decision"}:
+        return None  # a liking gives way to another liking, not to a fact about the liked thing
     both_name = set(first.values) & set(second.values)
     if any(_kind(v) not in _SWITCHABLE_KINDS for v in both_name):
         return None  # an amount, a date or a state said again: no change of value
