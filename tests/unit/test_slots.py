@@ -533,3 +533,11 @@ def test_a_preference_gives_way_only_to_another_preference() -> None:
     older = Statement("ana", "preference", "semantic", None, liking, first_frame, first, "s1")
     fact = Statement("ana", "fact", "semantic", None, mention, second_frame, second, "s2")
     assert update_reason(older, fact, POLICY, nearest=True) is None
+
+
+def test_one_shared_word_counts_when_the_newer_gives_it_as_its_value() -> None:
+    older = "Whenever I code I put on jazz, mostly old Coltrane records."
+    newer = "Lo-fi hip hop playlists are my coding soundtrack at this point, nothing with words."
+    assert words_reason(older, newer, 0.54) is not None
+    # The same word shared, but not as what the newer's value is: no slot in common.
+    assert words_reason(older, "Code review takes me hours on Fridays.", 0.54) is None
