@@ -850,6 +850,16 @@ def _bigrams(text: str) -> set[str]:
     return {run[i : i + 2] for run in _CJK_RUN.findall(text) for i in range(len(run) - 1)}
 
 
+def shared_pairs(first: Slot, second: Slot) -> int:
+    """How many Chinese character pairs two statements' frames share (a lexical closeness)."""
+    return len(_bigrams(first.frame) & _bigrams(second.frame))
+
+
+def encoder_reads(signal: Slot, policy: MemoryPolicy) -> bool:
+    """Whether the statement's language is one the encoder's cosine can be trusted for."""
+    return language_of(signal.frame) in policy.slot_cosine_languages
+
+
 def _goal_in(goal: str, frame: str) -> bool:
     """The other statement names the same goal: all its words (English), most of its character
     pairs (Chinese, whose word segmentation differs between two wordings)."""
@@ -1092,10 +1102,7 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     cosine = float(older.vector @ newer.vector)
     if cosine < policy.state_cosine_floor:
         return None
-    trusted = all(
-        language_of(side.frame) in policy.slot_cosine_languages for side in (first, second)
-    )
-    if trusted:
+    if encoder_reads(first, policy) and encoder_reads(second, policy):
         if cosine >= policy.restatement_cosine:
             return None
         head = _attribute_head(first.frame)
