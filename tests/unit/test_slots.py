@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from ingest_support import DAY, T0, ExactEncoder, Log, Stages, by_content
+from ingest_support import DAY, T0, ExactEncoder, Log, Stages, at_cosine, by_content
 
 from pipeline.ingest.local import LocalPipeline
 from pipeline.memory.rules.slots import (
@@ -541,3 +541,46 @@ def test_one_shared_word_counts_when_the_newer_gives_it_as_its_value() -> None:
     assert words_reason(older, newer, 0.54) is not None
     # The same word shared, but not as what the newer's value is: no slot in common.
     assert words_reason(older, "Code review takes me hours on Fridays.", 0.54) is None
+
+
+def test_a_value_in_words_supersedes_through_the_stages_with_its_history() -> None:
+    # The encoder reads English: the new line is nearest the editor statement, not the keyboard.
+    vim = "My go-to editor is Vim, I've been living in it for about ten years."
+    keyboard = "I'm on a split ergonomic keyboard, my wrists are much happier."
+    helix = "Helix has completely won me over. It's the only editor I open."
+    encoder = ExactEncoder(
+        {vim: [1.0, 0.0, 0.0], keyboard: [0.0, 0.0, 1.0], helix: at_cosine(0.57)}
+    )
+    stages, log = Stages(encoder), Log()
+    stages.process(
+        [
+            log.turn(vim, T0),
+            log.turn(keyboard, T0),
+            log.turn(helix, T0 + 20 * DAY, session_id="s2"),
+        ]
+    )
+    records = by_content(stages)
+    old, new = records[vim], records[helix]
+    assert old.status == "superseded" and old.superseded_by == new.id
+    assert old.valid_to == new.valid_from
+    assert old.history[-1].detail is not None and "words: editor" in old.history[-1].detail
+    assert records[keyboard].status == "active"
+
+
+def test_in_a_language_the_encoder_does_not_read_the_nearest_is_lexical() -> None:
+    # Vectors that put the unrelated line nearest (as the English-only encoder does for Chinese).
+    hiking, friday = "我周末都去爬山，一般是北高峰。", "周五晚上一般不安排事。"
+    badminton = "周末基本泡在羽毛球馆，一打就是一下午。"
+    encoder = ExactEncoder({hiking: [1.0, 0.0], friday: at_cosine(0.9), badminton: [0.6, 0.8]})
+    stages, log = Stages(encoder), Log()
+    stages.process(
+        [
+            log.turn(hiking, T0),
+            log.turn(friday, T0),
+            log.turn(badminton, T0 + 20 * DAY, session_id="s2"),
+        ]
+    )
+    records = by_content(stages)
+    assert records[hiking].status == "superseded"
+    assert records[hiking].superseded_by == records[badminton].id
+    assert records[friday].status == "active"
