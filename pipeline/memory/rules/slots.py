@@ -1071,6 +1071,8 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
         return None
     if older.session is None or older.session == newer.session:
         return None  # within one conversation, a line sharing a word goes on about the topic
+    if "episodic" in {older.region, newer.region}:
+        return None  # an event (what happened, when) holds no value that words could replace
     first, second = older.slot, newer.slot
     if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
         return None
@@ -1180,6 +1182,8 @@ def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -
         return None
     if second.additive or first.question or second.question:
         return None
+    if "episodic" in {older.region, newer.region}:
+        return None  # two events each with its amount (交了电费84块 / 交了水费31块)
     old_values, new_values = changed_values(first, second)
     old_numbers = [v for v in old_values if _kind(v) == "number"]
     new_numbers = [v for v in new_values if _kind(v) == "number"]
