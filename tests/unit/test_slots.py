@@ -584,3 +584,9 @@ def test_in_a_language_the_encoder_does_not_read_the_nearest_is_lexical() -> Non
     assert records[hiking].status == "superseded"
     assert records[hiking].superseded_by == records[badminton].id
     assert records[friday].status == "active"
+
+
+def test_chat_lines_sharing_two_words_and_naming_no_value_replace_nothing() -> None:
+    older = "No worries! Let me know how it goes. Happy to help whenever you need it!"
+    newer = "No problem! Glad you liked the suggestion. Let me know if you need any help."
+    assert words_reason(older, newer, 0.6) is None

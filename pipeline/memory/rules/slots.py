@@ -1057,9 +1057,11 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     * English (an encoder that reads it): the statements are close (``state_cosine_floor``) but
       not so close that they say the same thing (``restatement_cosine``: "I drink my coffee black"
       / "Black coffee, no sugar, always"); when the older says its attribute before a copula ("My
-      go-to editor is Vim"), the newer names the attribute's head (editor); otherwise they share
-      two words or one entity, or the shared word is what the newer's copula gives its value as
-      ("Whenever I code I put on jazz" / "Lo-fi playlists are my coding soundtrack"). Elsewhere
+      go-to editor is Vim"), the newer names the attribute's head (editor); otherwise they name
+      one entity, or share three words when neither names a value (a state or a time is no
+      value: LoCoMo's chat lines "Thanks! … let me know" share two), or two words, or one that
+      is what the newer's copula gives its value as ("Whenever I code I put on jazz" / "Lo-fi
+      playlists are my coding soundtrack"). Elsewhere
       the cosine proves nothing, so the shared words must be what both open with: the topic
       comes first (周末…, 孩子睡前…);
     * a stated preference gives way only to another preference or a decision: a fact that
@@ -1110,15 +1112,15 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
         head = _attribute_head(first.frame)
         if head is not None and head not in second.terms:
             return None  # "My blood type is …" / "Blood test results take three days": not its type
-        if (
-            head is None
-            and len(shared) < 2
-            and not both_name
-            and not (shared <= _predicate_terms(second.frame))
-        ):
-            return None  # one word in common and no attribute said: "i hate cilantro" / "the
-            # cilantro gene thing is real" share the value, not the slot (unless the newer
-            # gives it as what its value is: "Lo-fi playlists are my coding soundtrack")
+        named = [v for v in (*old_values, *new_values) if _kind(v) not in _CONTEXT_KINDS]
+        if head is None and not both_name:
+            if not named and len(shared) < 3:
+                return None  # no attribute said and no value named: chat lines ("Thanks! Let me
+                # know how it goes" / "… let me know if you need anything") share two words
+            if len(shared) < 2 and not shared <= _predicate_terms(second.frame):
+                return None  # one word in common: "i hate cilantro" / "the cilantro gene thing
+                # is real" share the value, not the slot (unless the newer gives it as what its
+                # value is: "Lo-fi playlists are my coding soundtrack")
     elif not (words[0] and words[1] and words[0][0] in shared and words[1][0] in shared):
         return None
     if _swapped_modifier(first.terms, second.terms):
