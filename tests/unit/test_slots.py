@@ -587,6 +587,6 @@ def test_in_a_language_the_encoder_does_not_read_the_nearest_is_lexical() -> Non
 
 
 def test_chat_lines_sharing_two_words_and_naming_no_value_replace_nothing() -> None:
-    older = "No worries! Let me know how it goes. Happy to help whenever you need it!"
-    newer = "No problem! Glad you liked the suggestion. Let me know if you need any help."
+    older = "Thanks! I'll definitely have a blast. I'll let you know how it goes!"
+    newer = "That's cool, I'm gonna give it a shot and see how it goes. Thanks for the tip!"
     assert words_reason(older, newer, 0.6) is None
