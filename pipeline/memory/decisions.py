@@ -139,6 +139,7 @@ def statement_of(bank: NamespaceBank, record: MemoryRecord) -> slots.Statement:
         slot=record.slot,
         frame_vector=frame,
         vector=_vector_of(bank, record),
+        session=record.provenance[0].session_id if record.provenance else None,
     )
 
 
@@ -162,6 +163,7 @@ def _turn_statement(prepared: PreparedTurn) -> slots.Statement:
             decode_vector(slot.vector_b64) if slot is not None and slot.vector_b64 else None
         ),
         vector=prepared.vector,
+        session=prepared.turn.session_id,
     )
 
 
@@ -262,6 +264,33 @@ def _update_candidates(
     return [i for i in dict.fromkeys(wanted) if i != created.id]
 
 
+def _nearest_current(
+    bank: NamespaceBank, created: MemoryRecord, candidates: list[str], policy: MemoryPolicy
+) -> str | None:
+    """The current memory closest to the new one as a whole (a value told in plain words may
+    update only that one: of several facts about one subject, the one it speaks to).
+
+    Closest by vector where the encoder reads the language (``slot_cosine_languages``); else,
+    of the update candidates, the one sharing most character pairs with it (the English-only
+    encoder puts 我周末都去爬山 nearer 周五晚上一般不安排事 than 周末基本泡在羽毛球馆).
+    """
+    if created.slot is not None and not slots.encoder_reads(created.slot, policy):
+        shared = {
+            i: slots.shared_pairs(created.slot, slot)
+            for i in candidates
+            if (slot := bank.records[i].slot) is not None
+        }
+        best = max(shared.values(), default=0)
+        return next((i for i, count in shared.items() if count == best), None) if best else None
+    vector = _vector_of(bank, created)
+    if vector is None:
+        return None
+    closest = [
+        i for i in bank.closest_current(vector, policy.state_cosine_floor, 2) if i != created.id
+    ]
+    return closest[0] if closest else None
+
+
 def _supersessions(
     bank: NamespaceBank, created: MemoryRecord, turn: TurnRecorded, policy: MemoryPolicy
 ) -> tuple[MemoryRecord, list[Change]]:
@@ -269,11 +298,15 @@ def _supersessions(
     at, cause = turn.event_time, turn.event_id
     changes: list[Change] = []
     created_statement = statement_of(bank, created)
-    for existing_id in _update_candidates(bank, created, policy):
+    candidates = _update_candidates(bank, created, policy)
+    nearest = _nearest_current(bank, created, candidates, policy)
+    for existing_id in candidates:
         existing = bank.records[existing_id]
         existing_statement = statement_of(bank, existing)
         if (existing.valid_from, existing.id) <= (created.valid_from, created.id):
-            reason = slots.update_reason(existing_statement, created_statement, policy)
+            reason = slots.update_reason(
+                existing_statement, created_statement, policy, nearest=existing_id == nearest
+            )
             if reason is None:
                 continue
             older = consolidation.supersede(existing, created, at, cause, policy, reason)

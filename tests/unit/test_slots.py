@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from ingest_support import DAY, T0, ExactEncoder, Log, Stages, by_content
+from ingest_support import DAY, T0, ExactEncoder, Log, Stages, at_cosine, by_content
 
 from pipeline.ingest.local import LocalPipeline
 from pipeline.memory.rules.slots import (
@@ -429,3 +429,164 @@ def test_a_slot_that_moved_is_a_switch_but_people_moving_are_not() -> None:
 def test_a_title_with_a_full_stop_does_not_start_a_sentence() -> None:
     assert "name:okafor" in slot_of("My dentist is Dr. Okafor.").values
     assert not [v for v in slot_of("We met. Later we left.").values if v.startswith("name:")]
+
+
+# -- a value told in plain words; one entity named alike; an amount of the same thing ---------
+
+
+def words_reason(
+    older: str, newer: str, cosine: float, *, nearest: bool = True, session: str = "s2"
+) -> str | None:
+    """Whole-statement vectors at ``cosine``; frames far apart; ``nearest`` as the caller says;
+    the older said in conversation s1, the newer in ``session``."""
+    first_frame, second_frame = frames_at(0.1)
+    first, second = frames_at(cosine)
+    return update_reason(
+        Statement("ana", "fact", "semantic", None, slot_of(older), first_frame, first, "s1"),
+        Statement("ana", "fact", "semantic", None, slot_of(newer), second_frame, second, session),
+        POLICY,
+        nearest=nearest,
+    )
+
+
+def test_a_value_in_plain_words_supersedes_the_nearest_statement_of_its_slot() -> None:
+    older = "My go-to editor is Vim, I've been living in it for about ten years."
+    newer = "Helix has completely won me over. It's the only editor I open."
+    assert words_reason(older, newer, 0.57) is not None
+    assert words_reason(
+        "我周末都去爬山，一般是北高峰。", "周末基本泡在羽毛球馆，一打就是一下午。", 0.6
+    )
+    # A side remark of another class (二十分钟) does not stop the value in words (儿歌 → 故事).
+    older_zh = "孩子睡前要听儿歌，一般放二十分钟。"
+    assert words_reason(older_zh, "孩子睡前非要听《西游记》的故事，别的都不听。", 0.6)
+
+
+def test_a_value_in_plain_words_needs_the_nearest_a_change_and_no_restatement() -> None:
+    older = "My go-to editor is Vim, I've been living in it for about ten years."
+    newer = "Helix has completely won me over. It's the only editor I open."
+    # Not the memory the new statement is closest to: another fact about the subject.
+    assert words_reason(older, newer, 0.57, nearest=False) is None
+    # In the same conversation: a line going on about the topic.
+    assert words_reason(older, newer, 0.57, session="s1") is None
+    blood, test = "My blood type is B positive.", "Blood test results take three days at my clinic."
+    assert words_reason(blood, test, 0.42, session="s1") is None
+    # So close as wholes that it says the same thing in other words.
+    assert words_reason("I drink my coffee black.", "Black coffee, no sugar, always.", 0.8) is None
+    # The topic again, with nothing said of it.
+    older = "For the billing migration we decided to use a blue-green deployment."
+    assert words_reason(older, "Back on the billing migration.", 0.6) is None
+    # Nothing shared, a swapped modifier, an amount said again, an addition.
+    assert words_reason("早饭一般喝粥。", "午饭一般在公司食堂吃。", 0.6) is None
+    assert (
+        words_reason("Breakfast is usually porridge.", "Lunch is usually a sandwich.", 0.6) is None
+    )
+    assert words_reason("房租每月4500。", "房租一个月四千五，押一付三。", 0.7) is None
+    assert words_reason("I like jazz.", "I also like old soul records.", 0.5) is None
+    # Values of one class changing in another attribute (住 / 上班).
+    assert words_reason("我哥住在南京。", "我哥在苏州上班。", 0.7) is None
+
+
+def test_an_entity_named_alike_on_both_sides_is_one_value() -> None:
+    older = "My sister Leila lives in Porto, right by the river."
+    newer = "Leila lives in Lyon, ten minutes from the old town."
+    found = words_reason(older, newer, 0.69)
+    assert found is not None and "name:porto" in found and "name:leila" not in found
+    # The same entity with another attribute stays apart.
+    assert words_reason(older, "Leila works in Lyon these days, at a bank.", 0.69) is None
+
+
+def test_a_new_amount_of_the_same_thing_in_the_same_unit_supersedes() -> None:
+    assert words_reason("我们的跑团微信群有86个人。", "跑团群涨到132个人了，得分个二群。", 0.65)
+    older = "AWS每月账单大概1800刀，大头是RDS。"
+    assert words_reason(older, "这个月起AWS账单压到1100刀左右。", 0.7, nearest=False)
+
+
+def test_amounts_of_two_things_or_in_two_units_stay_apart() -> None:
+    # What each is about changed with the amount.
+    assert words_reason("北京办公室有40个人。", "上海办公室有12个人。", 0.7) is None
+    # Nothing shared besides the unit.
+    assert words_reason("儿子8岁。", "女儿5岁。", 0.7) is None
+    # Grammar after the number is no unit.
+    card = "Visa ending 6190 is my personal card."
+    assert words_reason(card, "Amex ending 3009 is the business card.", 0.64, session="s1") is None
+    # Another unit: another attribute.
+    assert words_reason("跑团群有86个人。", "跑团群每周跑3次。", 0.7, nearest=False) is None
+
+
+def test_a_value_in_words_names_the_attribute_the_older_gives_a_value_to() -> None:
+    # "My blood type is …": a later line about blood tests does not name the type.
+    blood = "My blood type is B positive."
+    assert words_reason(blood, "Blood test results take three days at my clinic.", 0.45) is None
+    # No attribute said, one word in common: the value mentioned again, not replaced.
+    cilantro = "i hate cilantro, tastes like soap, never put it in my food"
+    assert words_reason(cilantro, "the cilantro gene thing is real apparently", 0.49) is None
+    # Two words in common with no copula: the meal for bookings.
+    older = "When you book flights for me, please always request a vegetarian meal."
+    assert words_reason(older, "For future bookings, kindly request the gluten-free meal.", 0.5)
+
+
+def test_a_preference_gives_way_only_to_another_preference() -> None:
+    first_frame, second_frame = frames_at(0.1)
+    first, second = frames_at(0.67)
+    liking = slot_of("i hate cilantro, tastes like soap, never put it in my food")
+    mention = slot_of("cilantro is in like every taco at that place")
+    older = Statement("ana", "preference", "semantic", None, liking, first_frame, first, "s1")
+    fact = Statement("ana", "fact", "semantic", None, mention, second_frame, second, "s2")
+    assert update_reason(older, fact, POLICY, nearest=True) is None
+
+
+def test_one_shared_word_counts_when_the_newer_gives_it_as_its_value() -> None:
+    older = "Whenever I code I put on jazz, mostly old Coltrane records."
+    newer = "Lo-fi hip hop playlists are my coding soundtrack at this point, nothing with words."
+    assert words_reason(older, newer, 0.54) is not None
+    # The same word shared, but not as what the newer's value is: no slot in common.
+    assert words_reason(older, "Code review takes me hours on Fridays.", 0.54) is None
+
+
+def test_a_value_in_words_supersedes_through_the_stages_with_its_history() -> None:
+    # The encoder reads English: the new line is nearest the editor statement, not the keyboard.
+    vim = "My go-to editor is Vim, I've been living in it for about ten years."
+    keyboard = "I'm on a split ergonomic keyboard, my wrists are much happier."
+    helix = "Helix has completely won me over. It's the only editor I open."
+    encoder = ExactEncoder(
+        {vim: [1.0, 0.0, 0.0], keyboard: [0.0, 0.0, 1.0], helix: at_cosine(0.57)}
+    )
+    stages, log = Stages(encoder), Log()
+    stages.process(
+        [
+            log.turn(vim, T0),
+            log.turn(keyboard, T0),
+            log.turn(helix, T0 + 20 * DAY, session_id="s2"),
+        ]
+    )
+    records = by_content(stages)
+    old, new = records[vim], records[helix]
+    assert old.status == "superseded" and old.superseded_by == new.id
+    assert old.valid_to == new.valid_from
+    assert old.history[-1].detail is not None and "words: editor" in old.history[-1].detail
+    assert records[keyboard].status == "active"
+
+
+def test_in_a_language_the_encoder_does_not_read_the_nearest_is_lexical() -> None:
+    # Vectors that put the unrelated line nearest (as the English-only encoder does for Chinese).
+    hiking, friday = "我周末都去爬山，一般是北高峰。", "周五晚上一般不安排事。"
+    badminton = "周末基本泡在羽毛球馆，一打就是一下午。"
+    encoder = ExactEncoder({hiking: [1.0, 0.0], friday: at_cosine(0.9), badminton: [0.6, 0.8]})
+    stages, log = Stages(encoder), Log()
+    stages.process(
+        [
+            log.turn(hiking, T0),
+            log.turn(friday, T0),
+            log.turn(badminton, T0 + 20 * DAY, session_id="s2"),
+        ]
+    )
+    records = by_content(stages)
+    assert records[hiking].status == "superseded"
+    assert records[hiking].superseded_by == records[badminton].id
+    assert records[friday].status == "active"
+
+
+def test_chat_lines_sharing_two_words_and_naming_no_value_replace_nothing() -> None:
+    older = "Thanks! I'll definitely have a blast. I'll let you know how it goes!"
+    newer = "That's cool, I'm gonna give it a shot and see how it goes. Thanks for the tip!"
+    assert words_reason(older, newer, 0.6) is None

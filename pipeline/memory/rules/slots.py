@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 
 import jieba
@@ -680,6 +680,7 @@ class Statement:
     slot: Slot | None
     frame_vector: Vector | None
     vector: Vector | None = None  # the whole statement's (task states compare these)
+    session: str | None = None  # the conversation it was said in (None: unknown)
 
 
 def _triplets_conflict(first: Triplet | None, second: Triplet | None) -> bool:
@@ -692,13 +693,18 @@ def _triplets_conflict(first: Triplet | None, second: Triplet | None) -> bool:
     )
 
 
-def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+def update_reason(
+    older: Statement, newer: Statement, policy: MemoryPolicy, nearest: bool = False
+) -> str | None:
     """Why ``newer`` supersedes ``older`` (kept in the history entry), or None when it does not.
 
     The extracted triplets say it exactly when both have one (same subject and attribute,
     another value) — unless the slot signals show two subjects or attributes
     (``names_two_slots``). Otherwise the slot rule decides. (Additive words do not stop a
     triplet: "我自己的side project也都用React写了" is a switch told with 也.)
+
+    ``nearest``: ``older`` is the current memory closest to ``newer`` as a whole, which a value
+    told in plain words needs (``value_in_words``).
     """
     if _triplets_conflict(older.triplet, newer.triplet):
         assert older.triplet is not None and newer.triplet is not None
@@ -713,15 +719,19 @@ def update_reason(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
         return f"triplet: {older.triplet.attribute}: {older.triplet.value} -> {newer.triplet.value}"
     if older.slot is None or newer.slot is None:
         return None
+    older, newer = named_alike(older, newer)
     moved_on = (
         state_moved_on(older, newer, policy)
         or new_way_to(older, newer, policy)
         or switched_to(older, newer, policy)
+        or quantity_changed(older, newer, policy)
+        or (value_in_words(older, newer, policy) if nearest else None)
     )
     if moved_on is not None:
         return moved_on
     if older.frame_vector is None or newer.frame_vector is None:
         return None
+    assert older.slot is not None and newer.slot is not None
     update = slot_update(
         SlotSide(older.speaker, older.kind, older.region, older.slot, older.frame_vector),
         SlotSide(newer.speaker, newer.kind, newer.region, newer.slot, newer.frame_vector),
@@ -838,6 +848,16 @@ def goal_of(frame: str) -> tuple[str, bool] | None:
 
 def _bigrams(text: str) -> set[str]:
     return {run[i : i + 2] for run in _CJK_RUN.findall(text) for i in range(len(run) - 1)}
+
+
+def shared_pairs(first: Slot, second: Slot) -> int:
+    """How many Chinese character pairs two statements' frames share (a lexical closeness)."""
+    return len(_bigrams(first.frame) & _bigrams(second.frame))
+
+
+def encoder_reads(signal: Slot, policy: MemoryPolicy) -> bool:
+    """Whether the statement's language is one the encoder's cosine can be trusted for."""
+    return language_of(signal.frame) in policy.slot_cosine_languages
 
 
 def _goal_in(goal: str, frame: str) -> bool:
@@ -957,3 +977,240 @@ def _goal_words_in(words: str, frame: str) -> bool:
     """Every content word of ``words`` (at least one) is in ``frame``."""
     wanted = set(_content_terms(tokenize(words)))
     return bool(wanted) and wanted <= set(tokenize(frame))
+
+
+# -- one entity, named alike ----------------------------------------------------------------------
+
+
+def named_alike(older: Statement, newer: Statement) -> tuple[Statement, Statement]:
+    """Both statements name one entity even where only one side's spans caught it.
+
+    "My sister Leila lives in Porto" / "Leila lives in Lyon": a sentence's first word is never
+    taken for a name on its own, so "Leila" is a name on the older side and a plain word on the
+    newer. A name (or identifier) one side holds as a value that the other side says as a word is
+    the same value on both sides: moved from the other side's words to its values, it is no
+    longer a changed value nor a swapped attribute word.
+    """
+    assert older.slot is not None and newer.slot is not None
+    first, second = _named_from(older.slot, newer.slot), _named_from(newer.slot, older.slot)
+    if first is older.slot and second is newer.slot:
+        return older, newer
+    return replace(older, slot=first), replace(newer, slot=second)
+
+
+def _named_from(side: Slot, other: Slot) -> Slot:
+    """``side`` with the other side's names that it says as plain words added to its values."""
+    terms = set(side.terms)
+    found: list[tuple[str, list[str]]] = []
+    for value in other.values:
+        if _kind(value) not in _SWITCHABLE_KINDS or value in side.values:
+            continue
+        words = tokenize(value.split(":", 1)[1])
+        if words and set(words) <= terms:
+            found.append((value, words))
+    if not found:
+        return side
+    said = {word for _, words in found for word in words}
+    return side.model_copy(
+        update={
+            "values": [*side.values, *(value for value, _ in found)],
+            "terms": [t for t in side.terms if t not in said],
+        }
+    )
+
+
+# -- a new value told in plain words ------------------------------------------------------------
+
+
+def _attribute_head(frame: str) -> str | None:
+    """The last content word before an English statement's copula: what "My go-to editor is Vim"
+    or "The wifi at the cabin is …" gives a value to (None: no copula, or nothing before it)."""
+    match = re.search(r"\b(?:is|are|was|were)\b", frame, re.I)
+    if match is None:
+        return None
+    before = _content_terms(tokenize(frame[: match.start()]))
+    return before[-1] if before else None
+
+
+def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The newer statement gives the older one's slot a value no span catches.
+
+    "My go-to editor is Vim" → "Helix has completely won me over, the only editor I open";
+    "always request a vegetarian meal" → "kindly request the gluten-free meal"; 我周末都去爬山 →
+    周末基本泡在羽毛球馆. The values are plain words, so the frames are not masked alike and the
+    slot rule cannot see one slot. The evidence here is the statements as wholes:
+
+    * what they share is the slot: at least one content word in common, and each side has words
+      (or span values) of its own, the old value and the new one — the newer at least two, for a
+      statement that only names the topic again ("Back on the billing migration") says nothing
+      of it;
+    * a span value both hold is an entity both name (a name, an identifier: "Leila"), never an
+      amount, a date or a state said again; with one, its other values change; span values of one
+      class changing on both sides must change in one attribute (``names_two_slots``: 我哥住在南京
+      / 我哥在苏州上班), while values of two classes are side remarks (二十分钟 / 《西游记》);
+    * both brief (``state_max_terms``), and the older is the current memory closest to the newer
+      one (``nearest``, checked by the caller): of several facts about a subject, only the one it
+      speaks to;
+    * said in another conversation: within one, the lines after a fact that share a word with it
+      go on about the topic ("My blood type is B positive", then "Blood test results take three
+      days"; "The staging API key is …", then "The staging URL is …");
+    * English (an encoder that reads it): the statements are close (``state_cosine_floor``) but
+      not so close that they say the same thing (``restatement_cosine``: "I drink my coffee black"
+      / "Black coffee, no sugar, always"); when the older says its attribute before a copula ("My
+      go-to editor is Vim"), the newer names the attribute's head (editor); otherwise they name
+      one entity, or share three words when neither names a value (a state or a time is no
+      value: LoCoMo's chat lines "Thanks! … let me know" share two), or two words, or one that
+      is what the newer's copula gives its value as ("Whenever I code I put on jazz" / "Lo-fi
+      playlists are my coding soundtrack"). Elsewhere
+      the cosine proves nothing, so the shared words must be what both open with: the topic
+      comes first (周末…, 孩子睡前…);
+    * a stated preference gives way only to another preference or a decision: a fact that
+      mentions the liked thing ("cilantro is in like every taco at that place") replaces nothing;
+    * no swapped modifier (breakfast / lunch, 早饭 / 午饭) and no differing subject.
+    """
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+        return None
+    if older.session is None or older.session == newer.session:
+        return None  # within one conversation, a line sharing a word goes on about the topic
+    if "episodic" in {older.region, newer.region}:
+        return None  # an event (what happened, when) holds no value that words could replace
+    first, second = older.slot, newer.slot
+    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
+        return None
+    if second.additive or second.moment or first.question or second.question:
+        return None
+    if older.kind == "preference" and newer.kind not in {"preference", "decision"}:
+        return None  # a liking gives way to another liking, not to a fact about the liked thing
+    both_name = set(first.values) & set(second.values)
+    if any(_kind(v) not in _SWITCHABLE_KINDS for v in both_name):
+        return None  # an amount, a date or a state said again: no change of value
+    old_values, new_values = changed_values(first, second)
+    if both_name and (not old_values or not new_values):
+        return None  # one entity both name (Leila) and nothing else of it changed
+    if (
+        old_values
+        and new_values
+        and (both_name or not _classes_differ(old_values, new_values))
+        and names_two_slots(first, second, old_values, new_values)
+    ):
+        return None  # span values of one class changed in another attribute (住 / 上班)
+    words = [_content_terms(side.terms) for side in (first, second)]
+    if max(len(w) for w in words) > policy.state_max_terms:
+        return None
+    shared = set(words[0]) & set(words[1])
+    old_own = [t for t in words[0] if t not in shared] + list(old_values)
+    new_own = [t for t in words[1] if t not in shared] + list(new_values)
+    if not shared or not old_own or len(new_own) < 2:
+        return None  # "Back on the billing migration": the topic again, and nothing said of it
+    cosine = float(older.vector @ newer.vector)
+    if cosine < policy.state_cosine_floor:
+        return None
+    if encoder_reads(first, policy) and encoder_reads(second, policy):
+        if cosine >= policy.restatement_cosine:
+            return None
+        head = _attribute_head(first.frame)
+        if head is not None and head not in second.terms:
+            return None  # "My blood type is …" / "Blood test results take three days": not its type
+        named = [v for v in (*old_values, *new_values) if _kind(v) not in _CONTEXT_KINDS]
+        if head is None and not both_name:
+            if not named and len(shared) < 3:
+                return None  # no attribute said and no value named: chat lines ("Thanks! Let me
+                # know how it goes" / "… let me know if you need anything") share two words
+            if len(shared) < 2 and not shared <= _predicate_terms(second.frame):
+                return None  # one word in common: "i hate cilantro" / "the cilantro gene thing
+                # is real" share the value, not the slot (unless the newer gives it as what its
+                # value is: "Lo-fi playlists are my coding soundtrack")
+    elif not (words[0] and words[1] and words[0][0] in shared and words[1][0] in shared):
+        return None
+    if _swapped_modifier(first.terms, second.terms):
+        return None
+    if any(v in {*first.subjects, *second.subjects} for v in (*first.values, *second.values)):
+        return None
+    return (
+        f"words: {', '.join(sorted(shared))}; {', '.join(old_own)} -> {', '.join(new_own)}; "
+        f"statement cosine {cosine:.3f}"
+    )
+
+
+# -- an amount of the same thing ----------------------------------------------------------------
+
+_UNIT_AFTER = re.compile(r"[\u4e00-\u9fff]{1,3}|[A-Za-z]+")
+
+
+def _number_units(signal: Slot) -> dict[str, str]:
+    """Each number value's unit: the word right after its mask in the frame (个人, 刀, people).
+
+    Masks stand in the frame in the order of the spans; when a value repeats, the two cannot be
+    told apart, and no unit is read."""
+    pieces = signal.frame.split(MASK)[1:]
+    if len(pieces) != len(signal.values):
+        return {}
+    units: dict[str, str] = {}
+    for value, after in zip(signal.values, pieces, strict=True):
+        found = _UNIT_AFTER.match(after.lstrip(" "))
+        # A unit is a word of its own ("… people", 个人), not grammar ("ending … is my card").
+        if _kind(value) == "number" and found is not None and tokenize(found.group(0)):
+            units[value] = found.group(0).casefold()
+    return units
+
+
+def _common_unit(first: str, second: str) -> str:
+    """The shared beginning of two units: 个人 / 个人, 刀 / 刀左 (a CJK unit runs into the next
+    word, so only the prefix both have counts); English words must match whole."""
+    if first.isascii() or second.isascii():
+        return first if first == second else ""
+    size = 0
+    while size < min(len(first), len(second)) and first[size] == second[size]:
+        size += 1
+    return first[:size]
+
+
+def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """A new amount of the same thing: one number each side changed, counted in the same unit,
+    of something both name. 跑团微信群有86个人 → 跑团群涨到132个人了; AWS每月账单大概1800刀 →
+    账单压到1100刀左右.
+
+    The frames need not be close (the word segmenter splits 跑团微信群 and 跑团群 apart, and the
+    newer one says more), so the evidence is the unit after each number and a word (for Chinese,
+    a character pair) both share besides it. Not when the changed value names what each is about
+    (北京办公室有40个人 / 上海办公室有12个人) or a time changed with it.
+    """
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+        return None
+    first, second = older.slot, newer.slot
+    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
+        return None
+    if second.additive or first.question or second.question:
+        return None
+    if "episodic" in {older.region, newer.region}:
+        return None  # two events each with its amount (交了电费84块 / 交了水费31块)
+    old_values, new_values = changed_values(first, second)
+    old_numbers = [v for v in old_values if _kind(v) == "number"]
+    new_numbers = [v for v in new_values if _kind(v) == "number"]
+    if len(old_numbers) != 1 or len(new_numbers) != 1:
+        return None
+    if any(_VALUE_CLASSES.get(_kind(v)) == "when" for v in (*old_values, *new_values)):
+        return None
+    if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
+        return None
+    unit = _common_unit(
+        _number_units(first).get(old_numbers[0], ""), _number_units(second).get(new_numbers[0], "")
+    )
+    if not unit:
+        return None
+    words = [set(_content_terms(side.terms)) for side in (first, second)]
+    if max(len(w) for w in words) > policy.state_max_terms:
+        return None
+    shared = (words[0] & words[1]) - {unit}
+    pairs = (_bigrams(first.frame) & _bigrams(second.frame)) - _bigrams(unit)
+    if not shared and not pairs:
+        return None
+    cosine = float(older.vector @ newer.vector)
+    if cosine < policy.state_cosine_floor:
+        return None
+    return (
+        f"quantity: {old_numbers[0]} -> {new_numbers[0]} {unit}; "
+        f"shared {', '.join(sorted(shared | pairs))}; statement cosine {cosine:.3f}"
+    )
