@@ -240,12 +240,14 @@ def learned_classification(text: str, verdict: TurnVerdict) -> Classification:
     return decided(text, verdict.kind, verdict.reason)
 
 
-# The longest turn whose small-talk verdict the gate trusts: 9 in 10 of the corpus' non-memory
-# turns (training three quarters) are at most this long (9.5 words over all languages; English
-# 12, Chinese 8). A longer turn has room for a fact inside the chatter ("Hey John! How've you
-# been? I'm writing articles about fantasy novels now"), and the model, which saw few such turns
-# as small talk, still often calls it that: of the LoCoMo dev turns the rules keep as plain facts
-# it would filter 680, 60 of them evidence for a question; 6 of the 156 at most this long.
+# The longest turn whose small-talk verdict the gate trusts. A longer turn has room for a fact
+# inside the chatter ("Hey John! How've you been? I'm writing articles about fantasy novels
+# now"), and the model, which saw few such turns as small talk, still often calls it that: of
+# the 2,432 LoCoMo dev turns the rules keep as plain facts (548 of them evidence for a
+# question) turn-classifier-v2 would filter 688, 52 of them evidence. The cap is the longest
+# whose LoCoMo evidence loss stays within v1's gate at 10 words (6 turns): v2 drops 4 evidence
+# turns at 10 words, 7 at 12, 14 at 15. A longer cap only adds corpus recall (cross-validated,
+# training/turn_classifier/RESULTS.md), so the LoCoMo loss bounds it.
 GATE_MAX_WORDS = 10
 
 

@@ -1,6 +1,7 @@
 """Score the shipped classifier and the rules on the held-back quarter of the corpus.
 
-    python -m training.turn_classifier.evaluate [--cache DIR] [--json PATH] [--markdown]
+    python -m training.turn_classifier.evaluate [--cache DIR] [--json PATH]
+        [--model ID --weights DIR]
 
 Reads the file ``prepare`` loads (``pipeline/models/weights/``) through the runtime loader, embeds
 the held-back turns as ``prepare`` would (``"<speaker>: <text>"``, one speaker per turn drawn by
@@ -23,7 +24,13 @@ from threadpoolctl import threadpool_limits
 
 from pipeline.ingest.prepare import gated_classification, learned_classification
 from pipeline.memory.rules.classify import classify
-from pipeline.models.classifier import LABEL_KIND, TurnClassifier, load_turn_classifier
+from pipeline.models.classifier import (
+    DEFAULT_MODEL,
+    LABEL_KIND,
+    WEIGHTS_DIR,
+    TurnClassifier,
+    load_turn_classifier,
+)
 from pipeline.models.encoders import load_encoder
 from training.turn_classifier.corpus_stats import LABELS, NON_MEMORY_LABELS, Turn, load_corpus
 from training.turn_classifier.data import ENCODER, EVALUATION_FRAMING, inputs
@@ -292,10 +299,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.turn_classifier.evaluate")
     parser.add_argument("--cache", type=Path, default=None, help="embedding cache directory")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="the file name of the weights")
+    parser.add_argument("--weights", type=Path, default=WEIGHTS_DIR, help="where they are")
     args = parser.parse_args(argv)
     _, held_back = split(load_corpus())
     with threadpool_limits(1):
-        report = evaluate(held_back, load_turn_classifier(), args.cache)
+        report = evaluate(held_back, load_turn_classifier(args.model, args.weights), args.cache)
     print(render(report))
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
