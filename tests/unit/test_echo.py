@@ -93,7 +93,7 @@ def test_the_same_acknowledgement_with_nothing_to_echo_is_kept() -> None:
 def test_a_bare_restatement_is_left_to_the_duplicate_rule() -> None:
     # Nothing acknowledges: it is the fact told again, which confirms or merges as always.
     assert not residue(MEETING).acknowledges
-    stages, log = told(MEETING)
+    stages, _ = told(MEETING)
     [existing] = stages.bank("acme").records.values()
     assert echoed(MEETING, None, [existing]) is None
 
