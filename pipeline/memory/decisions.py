@@ -61,7 +61,7 @@ def _source(turn: TurnRecorded, position: Position, key_id: str | None) -> Sourc
 def decide_turn(
     bank: NamespaceBank, prepared: PreparedTurn, position: Position, policy: MemoryPolicy
 ) -> list[Change]:
-    """Dedup/confirm → segment → create → link → supersede, for one remembered turn.
+    """Echo → dedup/confirm → segment → create → link → supersede, for one remembered turn.
 
     A turn forms one memory or confirms one (never both, never two): only that record gains the
     turn as a source, so erasing it and destroying its sources' data keys touches no other memory.

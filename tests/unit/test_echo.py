@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 from ingest_support import T0, Log, Stages, by_content, only
 
+from pipeline.memory.bank import NamespaceBank
 from pipeline.memory.rules.echo import ECHO_MAX_KEEP, echoed, residue
 
 MEETING = "My son's parent-teacher meeting is on the 14th at 5:30."
@@ -116,3 +117,20 @@ def test_residue_takes_out_the_acknowledgement_and_keeps_values() -> None:
     assert "九级" in residue("考级改成考九级了，知道啦").terms
     assert residue("没问题，胃镜的事收到").negated is False
     assert residue("胃镜的事不做了").negated is True
+
+
+def test_a_restored_bank_finds_the_same_echo_as_the_live_one() -> None:
+    # Replay rebuilds the bank from its records: the echo's candidates come back in the same order.
+    stages, log = told(MEETING)
+    stages.process([log.turn("The school fair is on Saturday.", T0 + timedelta(minutes=1))])
+    live = stages.bank("acme")
+    restored = NamespaceBank.load("acme", live.records.values(), live.counters())
+    turn = "ok ok parent-teacher meeting, got it"
+
+    assert [r.id for r in restored.session_current("s1")] == [
+        r.id for r in live.session_current("s1")
+    ]
+    assert echoed(turn, None, restored.session_current("s1")) == echoed(
+        turn, None, live.session_current("s1")
+    )
+    assert echoed(turn, None, live.session_current("s1")) == by_content(stages)[MEETING].id
