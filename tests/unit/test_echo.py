@@ -134,3 +134,17 @@ def test_a_restored_bank_finds_the_same_echo_as_the_live_one() -> None:
         turn, None, live.session_current("s1")
     )
     assert echoed(turn, None, live.session_current("s1")) == by_content(stages)[MEETING].id
+
+
+@pytest.mark.parametrize(
+    ("fact", "turn"),
+    [
+        # Verbs of knowing with an object, placeholders and particles are no acknowledgement.
+        ("I'm taking French classes on Mondays.", "I understand French"),
+        ("周日顺便买一包木屑。", "周日去买东西了"),
+        ("周日顺便买一包木屑。", "周日买的东西"),
+    ],
+)
+def test_words_that_only_look_like_an_acknowledgement_are_not_one(fact: str, turn: str) -> None:
+    assert not residue(turn).acknowledges
+    assert stored_after(fact, turn)

@@ -214,6 +214,12 @@ def strip_small_talk(text: str) -> str:
     return re.sub(r"[啦呀吧呢哈嘛哦噢的了]", " ", stripped)
 
 
+def has_small_talk(text: str) -> bool:
+    """True when ``text`` has a greeting, thanks, acknowledgement or laughter in it."""
+    folded = normalise(text)
+    return bool(_EN_SMALL_TALK.search(folded) or _ZH_SMALL_TALK.search(folded))
+
+
 def is_small_talk(text: str) -> bool:
     """True when nothing but greetings, thanks, acknowledgements or laughter remains."""
     residue = [

@@ -7,8 +7,8 @@ a stateless ``prepare`` does not see: take out the acknowledgement (thanks, "not
 emoji, the placeholder "thing"/"的事"), and what is left of the turn's words, numbers and dates
 is all in one memory that is already there. A turn is an echo only when
 
-- it acknowledges something (a small-talk phrase, an acknowledgement word or an emoji was taken
-  out): a bare restatement of a fact is a confirmation, which the duplicate rule handles;
+- it acknowledges something (a small-talk phrase, an acknowledgement or an emoji was taken out):
+  a bare restatement of a fact is a confirmation, which the duplicate rule handles;
 - every content term left (stemmed English words and numbers, jieba's Chinese words) is covered
   by a single current memory: a new value ("moved to 6pm", "改到下周三") is a term no memory
   has, so the turn is a new statement;
@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pipeline.memory.rules.classify import strip_small_talk
+from pipeline.memory.rules.classify import has_small_talk, strip_small_talk
 from pipeline.memory.rules.text import normalise
 from pipeline.recall.lexical import is_cjk, tokenize
 from schemas.memory import MemoryRecord
@@ -34,15 +34,21 @@ from schemas.memory import MemoryRecord
 # A turn the classifier keeps with at least this probability is a statement, whatever its words.
 ECHO_MAX_KEEP = 0.9
 
-# Words about the telling itself, or placeholders for the topic ("the car thing", "胃镜的事"):
-# they acknowledge a memory and add nothing to it. Small-talk phrases come from classify.
+# Acknowledgements beyond classify's small talk: formulas of having heard ("noted", "已知悉",
+# "知道啦"), words about the telling itself ("the reminder", "告知"), apologies and emoji. Verbs
+# of knowing count only in their formulaic forms: "I understand French" is a statement.
 _ACKNOWLEDGEMENT = re.compile(
-    r"\b(?:heads[- ]?up|noted|duly noted|understood|understand|appreciated?|will do|roger|"
-    r"copy that|makes sense|good to know|gotcha|reminders?|remind(?:ing)? me|updates?|info|"
-    r"information|tips?|regarding|again|much|classic|stuff|things?|"
+    r"\b(?:heads[- ]?up|(?:duly )?noted|understood|(?:much )?appreciated|will do|roger|"
+    r"copy that|makes sense|good to know|gotcha|reminders?|updates?|info|information|classic|"
     r"sorry|apologies|(?<=thx )4|(?<=thanks )4|(?<=ty )4)\b|"
-    r"提醒|告知|通知|知悉|知道|收到|关心|记下|记住|懂|明白|了解|辛苦|抱歉|不好意思|关于|对于|已经?|"
-    r"的事情?|这事|那事|这件事|那件事|东西",
+    r"提醒|告知|知悉|收到|(?:谢谢|感谢|多谢)关心|(?:知道|明白|懂|了解|记住|记下)[了啦啰喽]|辛苦|抱歉|"
+    r"不好意思",
+    re.I,
+)
+# Words that frame or stand in for the topic ("regarding …", "the car thing", "胃镜的事"):
+# taken out like the acknowledgement, but they are no sign of one ("周日去买东西" is news).
+_PLACEHOLDER = re.compile(
+    r"\b(?:regarding|again|stuff|things?)\b|关于|对于|已经?|的事情?|这事|那事|这件事|那件事|东西",
     re.I,
 )
 # Polite formulas that merely contain a negation ("no problem", "不客气") are not one.
@@ -72,8 +78,10 @@ def _has_symbol(text: str) -> bool:
 def residue(text: str) -> Residue:
     """The content terms of ``text`` without its acknowledgement, and what was taken out."""
     folded = normalise(text)
-    rest = strip_small_talk(_ACKNOWLEDGEMENT.sub(" ", folded))
-    acknowledges = rest != folded or _has_symbol(folded)
+    acknowledges = bool(
+        _ACKNOWLEDGEMENT.search(folded) or has_small_talk(folded) or _has_symbol(folded)
+    )
+    rest = strip_small_talk(_PLACEHOLDER.sub(" ", _ACKNOWLEDGEMENT.sub(" ", folded)))
     negated = bool(_NEGATION.search(_POLITE_NEGATIVE.sub(" ", folded)))
     return Residue(tuple(dict.fromkeys(tokenize(rest))), acknowledges, negated)
 
