@@ -528,3 +528,13 @@ def test_the_learned_keep_probability_is_recorded_on_the_analysis() -> None:
     assert prepared.analysis.keep_probability > 0.99  # its axis is the fact label's
     [(_, by_rules)] = rules.prepared
     assert by_rules.analysis is not None and by_rules.analysis.keep_probability is None
+
+
+def test_gated_a_long_turn_the_model_calls_a_preference_stays_the_rules_fact() -> None:
+    long = "my family and my friends are always there for me and they keep me going every day"
+    log = Log()
+    batch = prepare_gated(labelled(preference=long), log.turn(long))
+
+    [(_, prepared)] = batch.prepared
+    assert prepared.analysis is not None and prepared.analysis.remember
+    assert (prepared.analysis.kind, prepared.analysis.reason) == ("fact", "default: fact")
