@@ -148,3 +148,15 @@ def test_a_restored_bank_finds_the_same_echo_as_the_live_one() -> None:
 def test_words_that_only_look_like_an_acknowledgement_are_not_one(fact: str, turn: str) -> None:
     assert not residue(turn).acknowledges
     assert stored_after(fact, turn)
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("Shall we use Postgres for the billing service?", "ok, Postgres for the billing service"),
+        ("周五的评审会要不要改到线上？", "好的，评审会改到线上"),
+        ("周五的评审会改到线上吗", "好的，周五的评审会线上"),
+    ],
+)
+def test_agreeing_to_a_question_is_an_answer_not_an_echo(question: str, answer: str) -> None:
+    assert stored_after(question, answer)

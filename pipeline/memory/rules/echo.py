@@ -12,7 +12,8 @@ is all in one memory that is already there. A turn is an echo only when
 - every content term left (stemmed English words and numbers, jieba's Chinese words) is covered
   by a single current memory: a new value ("moved to 6pm", "改到下周三") is a term no memory
   has, so the turn is a new statement;
-- nothing left is negated ("not", "不", "没"): a negation turns a topic into news; and
+- nothing left is negated ("not", "不", "没"): a negation turns a topic into news;
+- the memory is a statement: agreeing to a question ("ok, Postgres then") answers it; and
 - the learned classifier, when it judged the turn, is not sure it is a memory
   (keep probability below :data:`ECHO_MAX_KEEP`).
 
@@ -109,6 +110,11 @@ def echoed(
     if not left.acknowledges or left.negated:
         return None
     for memory in earlier:
-        if covers(memory.content, left.terms):
+        # "ok, Postgres for billing then" after "Shall we use Postgres for billing?" answers it.
+        if not _is_question(memory.content) and covers(memory.content, left.terms):
             return memory.id
     return None
+
+
+def _is_question(content: str) -> bool:
+    return content.rstrip().endswith(("?", "？")) or content.rstrip(" 。.!！").endswith("吗")
