@@ -160,3 +160,19 @@ def test_words_that_only_look_like_an_acknowledgement_are_not_one(fact: str, tur
 )
 def test_agreeing_to_a_question_is_an_answer_not_an_echo(question: str, answer: str) -> None:
     assert stored_after(question, answer)
+
+
+@pytest.mark.parametrize(
+    ("fact", "turn"),
+    [
+        # A small-talk word as the predicate of the topic is a statement about it.
+        ("billing runs nightly", "billing is ok"),
+        ("The hotel in Lisbon is booked for May.", "the hotel in Lisbon looks great"),
+        ("The deploy freeze starts on Friday.", "the deploy freeze'll be ok"),
+        ("计费系统每晚跑一次。", "计费系统还行"),
+        ("计费系统每晚跑一次。", "计费系统挺好的"),
+    ],
+)
+def test_a_topic_with_a_predicate_of_its_own_is_a_statement(fact: str, turn: str) -> None:
+    assert residue(turn).asserts
+    assert stored_after(fact, turn)

@@ -12,7 +12,8 @@ is all in one memory that is already there. A turn is an echo only when
 - every content term left (stemmed English words and numbers, jieba's Chinese words) is covered
   by a single current memory: a new value ("moved to 6pm", "改到下周三") is a term no memory
   has, so the turn is a new statement;
-- nothing left is negated ("not", "不", "没"): a negation turns a topic into news;
+- nothing left is negated ("not", "不", "没") and it has no verb of its own ("billing is ok",
+  "计费系统还行"): a negation or a predicate turns a topic into news;
 - the memory is a statement: agreeing to a question ("ok, Postgres then") answers it; and
 - the learned classifier, when it judged the turn, is not sure it is a memory
   (keep probability below :data:`ECHO_MAX_KEEP`).
@@ -56,6 +57,16 @@ _PLACEHOLDER = re.compile(
 _POLITE_NEGATIVE = re.compile(
     r"\bno (?:problem|worries)\b|\bnot at all\b|没问题|没事|没关系|不客气|不用谢|不好意思", re.I
 )
+# A verb of its own makes the turn a statement about the topic ("billing is ok", "the hotel
+# looks great", "计费系统还行"), whatever small-talk word it uses; an acknowledgement names the
+# topic without one. English: auxiliaries and linking verbs (a closed class); Chinese, which
+# needs no copula before an adjective: a degree adverb before an evaluation.
+_PREDICATE = re.compile(
+    r"\b(?:is|are|was|were|am|be|been|being|has|have|had|will|would|can|could|shall|should|"
+    r"must|may|might|do|does|did|looks?|looked|seems?|seemed|feels?|felt)\b|'(?:re|m|ll|ve|d)\b|"
+    r"(?:[挺很还真太蛮]|非常|比较)(?:好|行|可以|不错|没问题)",
+    re.I,
+)
 _NEGATION = re.compile(
     r"\b(?:not|no|never|nothing|none|nor|cannot|without|cancel\w*|postpone\w*)\b|n't\b|"
     r"[不没别未勿无非]|取消|推迟|延期",
@@ -70,6 +81,7 @@ class Residue:
     terms: tuple[str, ...]  # content terms (stemmed English words, numbers, Chinese words)
     acknowledges: bool  # a small-talk phrase, an acknowledgement word or a symbol was taken out
     negated: bool
+    asserts: bool  # what is left has a verb of its own (_PREDICATE)
 
 
 def _has_symbol(text: str) -> bool:
@@ -82,9 +94,12 @@ def residue(text: str) -> Residue:
     acknowledges = bool(
         _ACKNOWLEDGEMENT.search(folded) or has_small_talk(folded) or _has_symbol(folded)
     )
-    rest = strip_small_talk(_PLACEHOLDER.sub(" ", _ACKNOWLEDGEMENT.sub(" ", folded)))
+    unacknowledged = _ACKNOWLEDGEMENT.sub(" ", folded)
+    rest = strip_small_talk(_PLACEHOLDER.sub(" ", unacknowledged))
     negated = bool(_NEGATION.search(_POLITE_NEGATIVE.sub(" ", folded)))
-    return Residue(tuple(dict.fromkeys(tokenize(rest))), acknowledges, negated)
+    # Read before small talk is taken out: "ok" and "还行" are what the predicate says.
+    asserts = bool(_PREDICATE.search(unacknowledged))
+    return Residue(tuple(dict.fromkeys(tokenize(rest))), acknowledges, negated, asserts)
 
 
 def covers(content: str, terms: Iterable[str]) -> bool:
@@ -107,7 +122,7 @@ def echoed(
     if keep_probability is not None and keep_probability >= ECHO_MAX_KEEP:
         return None
     left = residue(text)
-    if not left.acknowledges or left.negated:
+    if not left.acknowledges or left.negated or left.asserts:
         return None
     for memory in earlier:
         # "ok, Postgres for billing then" after "Shall we use Postgres for billing?" answers it.
