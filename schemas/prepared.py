@@ -75,6 +75,9 @@ class TurnAnalysis(BaseModel):
     entities: list[str] = Field(default_factory=list)
     vector_b64: str | None = None  # only for remembered turns
     slot: Slot | None = None  # the slot signal with its frame's vector (remembered statements)
+    # The learned classifier's probability that the turn is a memory, when it judged the turn
+    # (consolidate's echo rule reads it; replay reads it from here, never from the model).
+    keep_probability: float | None = Field(default=None, ge=0.0, le=1.0)
 
     def vector(self) -> Vector:
         if self.vector_b64 is None:

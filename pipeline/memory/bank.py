@@ -249,6 +249,15 @@ class NamespaceBank:
         ]
         return current, vectors
 
+    def session_current(self, session_id: str) -> list[MemoryRecord]:
+        """The session's current memories among its latest remembered turns, newest first."""
+        recent = self._session_recent.get(session_id, [])
+        return [
+            self.records[i]
+            for i in reversed(recent)
+            if i in self.records and self.records[i].status in CURRENT_STATUSES
+        ]
+
     def current_with_attribute(self, triplet: Triplet) -> list[MemoryRecord]:
         """Current (active or cold) memories about the same subject and attribute."""
         return [

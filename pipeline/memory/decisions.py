@@ -9,13 +9,14 @@ state (I2). Time is the event's, never the wall clock.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
 from pipeline.memory.bank import CURRENT_STATUSES, Change, NamespaceBank, Position, Vector
-from pipeline.memory.rules import consolidation, decay, slots
+from pipeline.memory.rules import consolidation, decay, echo, slots
 from pipeline.memory.rules.extraction import memory_id, segment_id
 from pipeline.memory.rules.forgetting import forget_matches
 from pipeline.memory.rules.segmentation import is_boundary
@@ -28,6 +29,9 @@ LINK_CANDIDATES = 20
 # Memories whose slot frames are closest to a new statement's, checked by the update rule (the
 # rule's own cosine floor cuts the list first; the cap bounds the work per turn).
 SLOT_CANDIDATES = 32
+# Memories of other sessions a turn may echo: the closest few, and only related ones.
+ECHO_CANDIDATES = 8
+ECHO_COSINE_FLOOR = 0.3
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ def _source(turn: TurnRecorded, position: Position, key_id: str | None) -> Sourc
 def decide_turn(
     bank: NamespaceBank, prepared: PreparedTurn, position: Position, policy: MemoryPolicy
 ) -> list[Change]:
-    """Dedup/confirm → segment → create → link → supersede, for one remembered turn.
+    """Echo → dedup/confirm → segment → create → link → supersede, for one remembered turn.
 
     A turn forms one memory or confirms one (never both, never two): only that record gains the
     turn as a source, so erasing it and destroying its sources' data keys touches no other memory.
@@ -68,6 +72,8 @@ def decide_turn(
     new_id = memory_id(bank.namespace, [turn.event_id], analysis.content)
     if new_id in bank.records or bank.has_seen(turn.event_id):
         return []  # the same turn published twice (a client retry): it changes nothing
+    if echo.echoed(analysis.content, analysis.keep_probability, _echo_candidates(bank, prepared)):
+        return []  # it only acknowledges a memory already here: nothing to store (rules/echo.py)
     source = _source(turn, position, prepared.key_id)
     ids, sims = bank.similarities(analysis.region, vector)
     order = np.argsort(-sims, kind="stable") if len(ids) else np.zeros(0, dtype=np.int64)
@@ -83,6 +89,14 @@ def decide_turn(
         *linked,
         *superseded,
     ]
+
+
+def _echo_candidates(bank: NamespaceBank, prepared: PreparedTurn) -> Iterator[MemoryRecord]:
+    """What a turn may echo: its session's latest memories, then the namespace's closest ones."""
+    yield from bank.session_current(prepared.turn.session_id)
+    if prepared.vector is not None:
+        for memory_id in bank.closest_current(prepared.vector, ECHO_COSINE_FLOOR, ECHO_CANDIDATES):
+            yield bank.records[memory_id]
 
 
 def _confirmation(

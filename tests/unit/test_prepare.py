@@ -502,3 +502,39 @@ def test_gated_the_model_never_overrides_a_rule_pattern_nor_keeps_what_the_rules
     kept, filtered = [p.analysis for _, p in batch.prepared]
     assert kept is not None and kept.remember and kept.kind == "preference"
     assert filtered is not None and not filtered.remember and filtered.reason == "small talk"
+
+
+def test_gated_a_plain_fact_the_model_calls_a_preference_is_kept_as_one() -> None:
+    # No preference pattern fires ("only drink"): the rules would keep it as their default fact.
+    tea, sister = "I only drink oolong these days", "my sister moved to Lisbon"
+    log = Log()
+    batch = prepare_gated(labelled(preference=tea, fact=sister), log.turn(tea), log.turn(sister))
+
+    preference, fact = [p.analysis for _, p in batch.prepared]
+    assert preference is not None and preference.remember
+    assert (preference.kind, preference.base_importance) == ("preference", 0.9)
+    assert preference.reason.startswith("default: fact; learned: preference")
+    assert preference.slot is not None  # a preference takes part in updates
+    assert fact is not None and (fact.kind, fact.reason) == ("fact", "default: fact")
+
+
+def test_the_learned_keep_probability_is_recorded_on_the_analysis() -> None:
+    log = Log()
+    batch = prepare_gated(labelled(fact=MYSQL, small_talk="nice one"), log.turn(MYSQL))
+    rules = prepare_batch([log.turn(MYSQL)], labelled(fact=MYSQL))
+
+    [(_, prepared)] = batch.prepared
+    assert prepared.analysis is not None and prepared.analysis.keep_probability is not None
+    assert prepared.analysis.keep_probability > 0.99  # its axis is the fact label's
+    [(_, by_rules)] = rules.prepared
+    assert by_rules.analysis is not None and by_rules.analysis.keep_probability is None
+
+
+def test_gated_a_long_turn_the_model_calls_a_preference_stays_the_rules_fact() -> None:
+    long = "my family and my friends are always there for me and they keep me going every day"
+    log = Log()
+    batch = prepare_gated(labelled(preference=long), log.turn(long))
+
+    [(_, prepared)] = batch.prepared
+    assert prepared.analysis is not None and prepared.analysis.remember
+    assert (prepared.analysis.kind, prepared.analysis.reason) == ("fact", "default: fact")

@@ -207,12 +207,24 @@ class Classification:
     reason: str
 
 
-def is_small_talk(text: str) -> bool:
-    """True when nothing but greetings, thanks, acknowledgements or laughter remains."""
+def strip_small_talk(text: str) -> str:
+    """``text`` (normalised) with its greetings, thanks, acknowledgements and laughter blanked."""
     stripped = _EN_SMALL_TALK.sub(" ", normalise(text))
     stripped = _ZH_SMALL_TALK.sub(" ", stripped)
-    stripped = re.sub(r"[啦呀吧呢哈嘛哦噢的了]", " ", stripped)
-    residue = [word for word in _NOISE.sub(" ", stripped).split() if word not in _FILLER]
+    return re.sub(r"[啦呀吧呢哈嘛哦噢的了]", " ", stripped)
+
+
+def has_small_talk(text: str) -> bool:
+    """True when ``text`` has a greeting, thanks, acknowledgement or laughter in it."""
+    folded = normalise(text)
+    return bool(_EN_SMALL_TALK.search(folded) or _ZH_SMALL_TALK.search(folded))
+
+
+def is_small_talk(text: str) -> bool:
+    """True when nothing but greetings, thanks, acknowledgements or laughter remains."""
+    residue = [
+        word for word in _NOISE.sub(" ", strip_small_talk(text)).split() if word not in _FILLER
+    ]
     return not residue
 
 
