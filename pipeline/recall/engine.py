@@ -174,13 +174,20 @@ class RecallEngine:
         decision = classify(query)
         window = parse_time_window(query, at)
         texts = decompose(query) if self.tuning.decompose_share > 0.0 else []
-        plain = self._without_speaker_names(namespace, query)
+        names = self._speakers_named(namespace, query)
+        plain = without_names(query, names) if names else query
+        searched = [query, *texts]
+        if self.tuning.speaker_names == "both":
+            # Each part names its speaker as the question does; the focus reads the original.
+            searched = [without_names(text, names) for text in searched]
         # The one model call (the question and its parts, if any), outside the lock so index
         # updates are not held up by it.
-        searched = plain if self.tuning.speaker_names == "both" else query
-        vectors = np.asarray(self.encoder.encode([searched, *texts]), dtype=np.float32)
+        vectors = np.asarray(self.encoder.encode(searched), dtype=np.float32)
         query_vector = vectors[0]
-        parts = [_Part(text, vectors[i + 1], tokenize(text)) for i, text in enumerate(texts)]
+        parts = [
+            _Part(text, vectors[i + 1], tokenize(without_names(text, names) if names else text))
+            for i, text in enumerate(texts)
+        ]
         # The time phrase found its own path; as keywords "last week" would match any "week".
         lexical = plain if self.tuning.speaker_names != "keep" else query
         tokens = tokenize(lexical.replace(window.label, " ") if window else lexical)
@@ -239,15 +246,15 @@ class RecallEngine:
 
     # ----- steps -----
 
-    def _without_speaker_names(self, namespace: str, query: str) -> str:
-        """The query without the namespace's speaker names (``hops.without_names``), when the
-        tuning asks for it; otherwise the query."""
+    def _speakers_named(self, namespace: str, query: str) -> list[str]:
+        """The namespace's speakers the query names, when the tuning reads the query without
+        them (``hops.without_names``); otherwise none."""
         if self.tuning.speaker_names == "keep":
-            return query
+            return []
         with self.index.lock:
             view = self.index.view(namespace)
             speakers = list(view.speakers) if view is not None else []
-        return without_names(query, speakers_named(query, speakers))
+        return speakers_named(query, speakers)
 
     @staticmethod
     def _window_has_memories(view: NamespaceView, window: TimeWindow, at: datetime) -> bool:
