@@ -18,7 +18,7 @@ from pipeline.models.encoders import Encoder
 from pipeline.recall.context import Language, format_context, format_line
 from pipeline.recall.decompose import decompose
 from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
-from pipeline.recall.hops import diversified, feedback_vector, without_names
+from pipeline.recall.hops import diversified, feedback_vector, person_names, without_names
 from pipeline.recall.hot_index import (
     REGION_CODE,
     HotIndex,
@@ -254,7 +254,7 @@ class RecallEngine:
         with self.index.lock:
             view = self.index.view(namespace)
             speakers = list(view.speakers) if view is not None else []
-        return speakers_named(query, speakers)
+        return person_names(speakers_named(query, speakers))
 
     @staticmethod
     def _window_has_memories(view: NamespaceView, window: TimeWindow, at: datetime) -> bool:

@@ -79,6 +79,16 @@ def diversified(
     return order, adjusted
 
 
+# Speakers named by their role, not a name: "what did the user say" is no question about a
+# person whose name the answers leave out, and memories often say "User prefers ...".
+ROLE_SPEAKERS: frozenset[str] = frozenset({"user", "assistant", "system", "tool"})
+
+
+def person_names(speakers: Iterable[str]) -> list[str]:
+    """The speakers that are people's names (not a role such as "user")."""
+    return [speaker for speaker in speakers if speaker.strip().lower() not in ROLE_SPEAKERS]
+
+
 def without_names(query: str, names: Iterable[str]) -> str:
     """The query with each name (and its first word) removed as a whole word, possessive too.
 

@@ -75,7 +75,7 @@ class RecallTuning:
     diversity_window: int = 30
     # Speaker names in the query (``hops.without_names``): "keep" them as words; "lexical"
     # drops them from the keywords; "both" from the keywords and the query vector too.
-    speaker_names: Literal["keep", "lexical", "both"] = "keep"
+    speaker_names: Literal["keep", "lexical", "both"] = "both"
     # Relevance multiplier for non-procedural memories when a query is confidently routed to
     # procedural memory ("how did we fix …", "怎么解决").
     procedural_route_factor: float = 0.85

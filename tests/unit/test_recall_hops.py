@@ -10,7 +10,7 @@ import pytest
 from recall_support import AT, HashingEncoder, make_record
 
 from pipeline.recall import HotIndex, RecallEngine
-from pipeline.recall.hops import diversified, feedback_vector, without_names
+from pipeline.recall.hops import diversified, feedback_vector, person_names, without_names
 from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning
 from schemas.memory import MemoryRecord, SourceTurn
 
@@ -89,6 +89,10 @@ def test_diversity_ties_keep_the_given_order() -> None:
 )
 def test_without_names(query: str, names: list[str], expected: str) -> None:
     assert without_names(query, names) == expected
+
+
+def test_role_speakers_are_no_names() -> None:
+    assert person_names(["user", "Assistant", "Maria", "小明"]) == ["Maria", "小明"]
 
 
 # ----- the engine, end to end -----
