@@ -60,10 +60,10 @@ def diversified(
         return [], []
     if penalty <= 0.0 or count == 1:
         return list(range(count)), [float(s) for s in scores]
-    rows = np.asarray(vectors, dtype=np.float32).reshape(count, -1)
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    rows = rows / np.where(norms > 0, norms, 1.0)
-    similarity = np.clip(rows @ rows.T, 0.0, 1.0).astype(np.float64)
+    raw = np.asarray(vectors, dtype=np.float64).reshape(count, -1)
+    norms = np.linalg.norm(raw, axis=1, keepdims=True)
+    rows = raw / np.where(norms > 0, norms, 1.0)
+    similarity = np.clip(rows @ rows.T, 0.0, 1.0)
     redundancy = np.zeros(count, dtype=np.float64)
     left = np.ones(count, dtype=np.bool_)
     order: list[int] = []
