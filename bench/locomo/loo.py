@@ -110,6 +110,24 @@ IDEAS: tuple[Idea, ...] = (
         tuple((f"{x:g}", _tune(decompose_share=x)) for x in (0.0, 0.9, 1.0)),
     ),
     Idea(
+        "speaker_names",
+        "a query naming a speaker is searched without the name: as a keyword or in the vector it "
+        "favours the other speaker's turns that address them (the focus still reads it)",
+        tuple((v, _tune(speaker_names=v)) for v in ("keep", "lexical", "both")),
+    ),
+    Idea(
+        "diversity",
+        "maximal marginal relevance over the best 30: a place costs penalty x the cosine with the "
+        "nearest answer already placed",
+        tuple((f"{x:g}", _tune(diversity_penalty=x)) for x in (0.0, 0.05, 0.1)),
+    ),
+    Idea(
+        "feedback",
+        "the query moved towards its 3 best answers is searched again; relevance >= share x "
+        "cosine with it",
+        tuple((f"{x:g}", _tune(feedback_share=x)) for x in (0.0, 0.7)),
+    ),
+    Idea(
         "current_value",
         "a 'now / still / 现在' query: the newest answer within this relevance margin first",
         (
@@ -133,6 +151,17 @@ def apply(options: Mapping[str, str], ideas: Sequence[Idea] = IDEAS) -> Config:
             raise ValueError(f"{idea.name}: no option {label!r}")
         config = change(config)
     return config
+
+
+def select(names: Sequence[str] | None, ideas: Sequence[Idea] = IDEAS) -> tuple[Idea, ...]:
+    """The named ideas (all when ``names`` is None); the others stay at the shipped defaults."""
+    if names is None:
+        return tuple(ideas)
+    known = {idea.name: idea for idea in ideas}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"ideas: no idea named {unknown} (known: {sorted(known)})")
+    return tuple(known[name] for name in dict.fromkeys(names))
 
 
 def baseline_choice(ideas: Sequence[Idea] = IDEAS) -> dict[str, str]:
@@ -363,4 +392,5 @@ __all__ = [
     "render",
     "run_ideas",
     "samples_of",
+    "select",
 ]

@@ -39,7 +39,7 @@ import orjson
 
 from bench.locomo.dataset import Conversation, load_locomo
 from bench.locomo.folds import METRIC, pooled_mean
-from bench.locomo.loo import EXCLUDE, Config, Scores, render, run_ideas, samples_of
+from bench.locomo.loo import EXCLUDE, Config, Scores, render, run_ideas, samples_of, select
 from bench.locomo.metrics import QuestionScore, aggregate, score_question
 from bench.locomo.report import render_summary
 from bench.locomo.runner import RECALL_LIMIT, HindsightRetriever, evaluate
@@ -237,7 +237,13 @@ async def _scored(
     return scored
 
 
-def run_loo(data: Path, cache: Path, rebuild: bool, out: Path | None) -> dict[str, Any]:
+def run_loo(
+    data: Path,
+    cache: Path,
+    rebuild: bool,
+    out: Path | None,
+    ideas: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """Every idea of ``bench.locomo.loo`` leave-one-conversation-out (see that module)."""
     settings = Settings.from_env()
     conversations = load_locomo(data)
@@ -260,7 +266,7 @@ def run_loo(data: Path, cache: Path, rebuild: bool, out: Path | None) -> dict[st
         return asyncio.run(_scored(conversations, retriever, EXCLUDE))
 
     started = time.perf_counter()
-    scores = Scores(evaluate, verbose=True)
+    scores = Scores(evaluate, select(ideas), verbose=True)
     results = run_ideas(scores, samples_of(scores.of({})))
     results["configurations"] = {
         name: pooled_mean(scored, set(samples_of(scored)), METRIC, EXCLUDE)[0]
@@ -286,9 +292,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--loo", action="store_true", help="every idea leave-one-conversation-out (loo.json/md)"
     )
+    parser.add_argument(
+        "--ideas",
+        default=None,
+        help="with --loo: comma-separated idea names to choose (the rest stay at the defaults)",
+    )
     args = parser.parse_args(argv)
     if args.loo:
-        print(render(run_loo(args.data, args.cache, args.rebuild, args.out)))
+        names = [n.strip() for n in args.ideas.split(",") if n.strip()] if args.ideas else None
+        print(render(run_loo(args.data, args.cache, args.rebuild, args.out, names)))
         return 0
     results, _ = asyncio.run(run(args.data, args.cache, args.rebuild, args.out, args.encoder))
     print(render_summary(results))

@@ -6,6 +6,7 @@ embedding, made before the index lock is taken.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +18,7 @@ from pipeline.models.encoders import Encoder
 from pipeline.recall.context import Language, format_context, format_line
 from pipeline.recall.decompose import decompose
 from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
+from pipeline.recall.hops import diversified, feedback_vector, person_names, without_names
 from pipeline.recall.hot_index import (
     REGION_CODE,
     HotIndex,
@@ -172,13 +174,23 @@ class RecallEngine:
         decision = classify(query)
         window = parse_time_window(query, at)
         texts = decompose(query) if self.tuning.decompose_share > 0.0 else []
+        names = self._speakers_named(namespace, query)
+        plain = without_names(query, names) if names else query
+        searched = [query, *texts]
+        if self.tuning.speaker_names == "both":
+            # Each part names its speaker as the question does; the focus reads the original.
+            searched = [without_names(text, names) for text in searched]
         # The one model call (the question and its parts, if any), outside the lock so index
         # updates are not held up by it.
-        vectors = np.asarray(self.encoder.encode([query, *texts]), dtype=np.float32)
+        vectors = np.asarray(self.encoder.encode(searched), dtype=np.float32)
         query_vector = vectors[0]
-        parts = [_Part(text, vectors[i + 1], tokenize(text)) for i, text in enumerate(texts)]
+        parts = [
+            _Part(text, vectors[i + 1], tokenize(without_names(text, names) if names else text))
+            for i, text in enumerate(texts)
+        ]
         # The time phrase found its own path; as keywords "last week" would match any "week".
-        tokens = tokenize(query.replace(window.label, " ") if window else query)
+        lexical = plain if self.tuning.speaker_names != "keep" else query
+        tokens = tokenize(lexical.replace(window.label, " ") if window else lexical)
 
         explicit = list(dict.fromkeys(regions)) if regions else None
         if explicit is not None:
@@ -201,7 +213,7 @@ class RecallEngine:
                 # A window no memory falls in filters nothing: read the query as if it named
                 # none, its time words back among the keywords ("last weekend" -> "weekend").
                 window = None
-                tokens = tokenize(query)
+                tokens = tokenize(lexical)
             candidates, fallback_used = self._candidates(
                 view,
                 query,
@@ -216,6 +228,8 @@ class RecallEngine:
                 parts,
             )
             candidates.sort(key=lambda c: (-c.score, c.fused.memory_id))
+            if self.tuning.diversity_penalty > 0.0:
+                candidates = self._diversified(view, candidates)
             count = len(candidates)
             if truncate:
                 count = truncate_by_gaps([c.score for c in candidates], self.policy)
@@ -231,6 +245,16 @@ class RecallEngine:
         return memories, self._trace(decision, primary, fallback_used, window, len(candidates))
 
     # ----- steps -----
+
+    def _speakers_named(self, namespace: str, query: str) -> list[str]:
+        """The namespace's speakers the query names, when the tuning reads the query without
+        them (``hops.without_names``); otherwise none."""
+        if self.tuning.speaker_names == "keep":
+            return []
+        with self.index.lock:
+            view = self.index.view(namespace)
+            speakers = list(view.speakers) if view is not None else []
+        return person_names(speakers_named(query, speakers))
 
     @staticmethod
     def _window_has_memories(view: NamespaceView, window: TimeWindow, at: datetime) -> bool:
@@ -356,6 +380,8 @@ class RecallEngine:
         entity_score = {hit.memory_id: hit.score for hit in entity_hits}
         # Relevance a memory inherits from another path's evidence (links across sessions).
         linked_relevance: dict[str, float] = {}
+        # The query moved towards its best answers (``hops.feedback_vector``), once searched.
+        feedback: list[NamespaceSearch] = []
         # A question joining two facts: each part recalled on its own, as a path of its own.
         part_searches = self._part_searches(view, parts, search, at, include_history, explicit)
         if part_searches:
@@ -418,6 +444,11 @@ class RecallEngine:
                 np.array([item.rrf for item, _ in kept]) / ceiling,
                 self.tuning,
             )
+            for moved in feedback:
+                # Like the best answers and the question: an answer the question's words miss.
+                rel = np.maximum(
+                    rel, self.tuning.feedback_share * np.clip(moved.cosines(slots), 0.0, 1.0)
+                )
             if focus is not None:
                 # A question about one speaker is answered by what that speaker said.
                 rel = np.where(said_by(focus), rel, rel * self.tuning.speaker_focus_factor)
@@ -504,6 +535,13 @@ class RecallEngine:
                 ranked["linked"] = sorted(hops.items(), key=lambda item: (-item[1], item[0]))
                 linked_relevance.update({m: share * value for m, value in hops.items()})
                 candidates = score_all(None)
+        if self.tuning.feedback_share > 0.0 and candidates:
+            moved = self._feedback_search(
+                view, candidates, query_vector, at, include_history, explicit
+            )
+            feedback.append(moved)
+            ranked["feedback"] = [(view.ids[s], score) for s, score in moved.dense(k, routed)]
+            candidates = score_all(None)
         best = max((c.relevance for c in candidates), default=0.0)
         if not may_fall_back or best >= self.policy.fallback_below:
             return candidates, False
@@ -512,6 +550,49 @@ class RecallEngine:
         ranked["dense"] = listed(search.base)
         ranked["activation"] = most_active(search.base)
         return score_all(first_pass), True
+
+    def _feedback_search(
+        self,
+        view: NamespaceView,
+        candidates: Sequence[_Candidate],
+        query_vector: np.ndarray,
+        at: datetime,
+        include_history: bool,
+        explicit: list[Region] | None,
+    ) -> NamespaceSearch:
+        """A search with the query moved towards the best answers so far (``hops``)."""
+        best_first = sorted(candidates, key=lambda c: (-c.score, c.fused.memory_id))
+        slots = [view.slot_of[c.fused.memory_id] for c in best_first[: self.tuning.feedback_seeds]]
+        moved = feedback_vector(query_vector, view.matrix[slots], self.tuning.feedback_weight)
+        return NamespaceSearch(
+            view,
+            moved,
+            at,
+            include_history=include_history,
+            regions=explicit,
+            exact=self.exact,
+            window_references=self.tuning.window_references,
+        )
+
+    def _diversified(self, view: NamespaceView, candidates: list[_Candidate]) -> list[_Candidate]:
+        """The best ``diversity_window`` candidates in MMR order (``hops.diversified``)."""
+        head = candidates[: self.tuning.diversity_window]
+        slots = np.fromiter(
+            (view.slot_of[c.fused.memory_id] for c in head), dtype=np.int64, count=len(head)
+        )
+        order, adjusted = diversified(
+            np.array([c.score for c in head], dtype=np.float64),
+            view.matrix[slots],
+            self.tuning.diversity_penalty,
+        )
+        reordered = [
+            dataclasses.replace(head[i], score=value)
+            for i, value in zip(order, adjusted, strict=True)
+        ]
+        tail = candidates[len(head) :]
+        floor = reordered[-1].score if reordered else 0.0
+        # The rest stay below the re-ranked head (the head's scores only went down).
+        return reordered + [dataclasses.replace(c, score=min(c.score, floor)) for c in tail]
 
     def _recalled(
         self, view: NamespaceView, candidate: _Candidate, include_history: bool

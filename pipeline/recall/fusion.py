@@ -18,6 +18,7 @@ PATHS: tuple[str, ...] = (
     "follow_up",
     "linked",
     "decomposed",
+    "feedback",
 )
 
 DEFAULT_PATH_WEIGHTS: Mapping[str, float] = {
@@ -29,6 +30,7 @@ DEFAULT_PATH_WEIGHTS: Mapping[str, float] = {
     "follow_up": 0.5,  # second-hand: the reply to a keyword hit (``neighbours``)
     "linked": 0.5,  # second-hand: one hop across sessions from the best answers (``links``)
     "decomposed": 1.0,  # the parts of a question joining two facts (``decompose``)
+    "feedback": 0.5,  # second-hand: the query moved towards its best answers (``hops``)
 }
 RRF_K = 60
 

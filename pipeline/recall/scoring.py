@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -61,6 +61,21 @@ class RecallTuning:
     # A question joining two facts (``decompose``): its parts are recalled too and a memory's
     # relevance is at least this share of how well it answers one part; 0 turns it off.
     decompose_share: float = 0.0
+    # Relevance feedback (``hops.feedback_vector``): the query moved towards its
+    # ``feedback_seeds`` best answers so far (``feedback_weight`` × their mean) is searched
+    # again, and a memory's relevance is at least ``feedback_share`` × its cosine with that
+    # vector; 0 turns the path off.
+    feedback_share: float = 0.0
+    feedback_seeds: int = 3
+    feedback_weight: float = 1.0
+    # Maximal marginal relevance over the best ``diversity_window`` answers
+    # (``hops.diversified``): each place costs this much × the cosine with the nearest answer
+    # already placed; 0 keeps the score order.
+    diversity_penalty: float = 0.0
+    diversity_window: int = 30
+    # Speaker names in the query (``hops.without_names``): "keep" them as words; "lexical"
+    # drops them from the keywords; "both" from the keywords and the query vector too.
+    speaker_names: Literal["keep", "lexical", "both"] = "both"
     # Relevance multiplier for non-procedural memories when a query is confidently routed to
     # procedural memory ("how did we fix …", "怎么解决").
     procedural_route_factor: float = 0.85

@@ -130,3 +130,21 @@ def test_config_is_a_value() -> None:
     from pipeline.recall.scoring import DEFAULT_TUNING
 
     assert Config(True, DEFAULT_TUNING) == Config(True, DEFAULT_TUNING)
+
+
+def test_select_keeps_the_named_ideas_in_order_and_rejects_unknown_names() -> None:
+    from bench.locomo.loo import IDEAS, select
+
+    assert select(None) == IDEAS
+    assert [idea.name for idea in select(["links", "speaker_names", "links"])] == [
+        "links",
+        "speaker_names",
+    ]
+    with pytest.raises(ValueError, match="no idea named"):
+        select(["no-such-idea"])
+
+
+def test_every_idea_has_the_shipped_default_among_its_options() -> None:
+    from bench.locomo.loo import IDEAS, default_choice
+
+    assert set(default_choice(IDEAS)) == {idea.name for idea in IDEAS}

@@ -1,0 +1,148 @@
+"""Second-hop recall: relevance feedback, diversity, and questions read without speaker names."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from recall_support import AT, HashingEncoder, make_record
+
+from pipeline.recall import HotIndex, RecallEngine
+from pipeline.recall.hops import diversified, feedback_vector, person_names, without_names
+from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning
+from schemas.memory import MemoryRecord, SourceTurn
+
+ENCODER = HashingEncoder()
+
+
+# ----- feedback_vector -----
+
+
+def test_feedback_moves_the_query_towards_the_mean_of_its_answers() -> None:
+    query = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    seeds = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=np.float32)
+    moved = feedback_vector(query, seeds, 1.0)
+    assert np.linalg.norm(moved) == pytest.approx(1.0)
+    # Half of each answer's direction: equal pulls towards both, the query still first.
+    assert moved[1] == pytest.approx(moved[2])
+    assert moved[0] > moved[1] > 0.0
+
+
+def test_feedback_without_seeds_or_weight_is_the_normalised_query() -> None:
+    query = np.array([3.0, 4.0], dtype=np.float32)
+    seeds = np.array([[0.0, 1.0]], dtype=np.float32)
+    np.testing.assert_allclose(feedback_vector(query, seeds, 0.0), [0.6, 0.8], rtol=1e-6)
+    np.testing.assert_allclose(
+        feedback_vector(query, np.zeros((0, 2), dtype=np.float32), 1.0), [0.6, 0.8], rtol=1e-6
+    )
+    # A pull that cancels the query out falls back to the query.
+    opposite = np.array([[-0.6, -0.8]], dtype=np.float32)
+    np.testing.assert_allclose(feedback_vector(query, opposite, 1.0), [0.6, 0.8], rtol=1e-6)
+
+
+# ----- diversified -----
+
+
+def test_diversity_moves_a_different_answer_above_near_copies() -> None:
+    scores = np.array([0.90, 0.89, 0.88, 0.80])
+    vectors = np.array([[1, 0], [1, 0.01], [1, 0.02], [0, 1]], dtype=np.float32)
+    order, adjusted = diversified(scores, vectors, 0.2)
+    assert order[:2] == [0, 3]  # the other direction beats the two near copies of the first
+    assert sorted(order) == [0, 1, 2, 3]
+    assert adjusted == sorted(adjusted, reverse=True)
+    assert adjusted[0] == pytest.approx(0.90)
+
+
+def test_diversity_zero_keeps_the_order_and_the_scores() -> None:
+    scores = np.array([0.9, 0.5, 0.4])
+    vectors = np.eye(3, dtype=np.float32)
+    assert diversified(scores, vectors, 0.0) == ([0, 1, 2], [0.9, 0.5, 0.4])
+    assert diversified(np.zeros(0), np.zeros((0, 3), dtype=np.float32), 0.3) == ([], [])
+
+
+def test_diversity_ties_keep_the_given_order() -> None:
+    scores = np.array([0.5, 0.5, 0.5])
+    order, _ = diversified(scores, np.eye(3, dtype=np.float32), 0.5)
+    assert order == [0, 1, 2]
+
+
+# ----- without_names -----
+
+
+@pytest.mark.parametrize(
+    ("query", "names", "expected"),
+    [
+        (
+            "What are the names of John's children?",
+            ["John Smith"],
+            "What are the names of children?",
+        ),
+        ("Which cities has John been to?", ["John"], "Which cities has been to?"),
+        ("What did Caroline and Melanie paint?", ["Caroline", "Melanie"], "What did and paint?"),
+        ("Does Johnny like John’s dog?", ["John"], "Does Johnny like dog?"),  # whole words only
+        ("小明喜欢什么运动?", ["小明"], "喜欢什么运动?"),
+        ("John?", ["John"], "John?"),  # nothing would be left: unchanged
+        ("What does she like?", [], "What does she like?"),
+    ],
+)
+def test_without_names(query: str, names: list[str], expected: str) -> None:
+    assert without_names(query, names) == expected
+
+
+def test_role_speakers_are_no_names() -> None:
+    assert person_names(["user", "Assistant", "Maria", "小明"]) == ["Maria", "小明"]
+
+
+# ----- the engine, end to end -----
+
+
+def said(memory_id: str, content: str, speaker: str, days_ago: float = 1.0) -> MemoryRecord:
+    created = AT - timedelta(days=days_ago)
+    return make_record(
+        memory_id,
+        content,
+        encoder=ENCODER,
+        created_at=created,
+        provenance=[
+            SourceTurn(
+                event_id=f"evt-{memory_id}", session_id="s1", speaker=speaker, event_time=created
+            )
+        ],
+    )
+
+
+def engine(records: list[MemoryRecord], tuning: RecallTuning) -> RecallEngine:
+    index = HotIndex(ENCODER.dimension)
+    for record in records:
+        index.apply(record)
+    return RecallEngine(index, ENCODER, tuning=tuning)
+
+
+# Maria's own words answer a question about her; John's turns only address her by name.
+TALK = [
+    said("maria-spain", "I visited Spain on a solo trip last year", "Maria", 30),
+    said("john-hey", "Hey Maria, so good to hear from you Maria", "John", 2),
+    said("john-wow", "Wow Maria, that trip photo is great", "John", 3),
+]
+QUESTION = "Which countries has Maria visited on a trip?"
+
+
+def ranked(tuning: RecallTuning) -> list[str]:
+    memories = engine(TALK, tuning).recall("ns", QUESTION, at=AT, limit=3, truncate=False)
+    return [m.id for m in memories]
+
+
+def test_a_speaker_name_as_a_word_favours_the_turns_that_address_them() -> None:
+    keep = dataclasses.replace(DEFAULT_TUNING, speaker_names="keep", speaker_focus_factor=1.0)
+    both = dataclasses.replace(keep, speaker_names="both")
+    assert ranked(keep)[0] != "maria-spain"
+    assert ranked(both)[0] == "maria-spain"
+
+
+def test_feedback_and_diversity_leave_every_candidate_and_a_descending_score() -> None:
+    tuning = dataclasses.replace(DEFAULT_TUNING, feedback_share=0.7, diversity_penalty=0.1)
+    memories = engine(TALK, tuning).recall("ns", QUESTION, at=AT, limit=3, truncate=False)
+    assert sorted(m.id for m in memories) == sorted(r.id for r in TALK)
+    assert [m.score for m in memories] == sorted((m.score for m in memories), reverse=True)
