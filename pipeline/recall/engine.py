@@ -25,7 +25,7 @@ from pipeline.recall.hot_index import (
     RowFilter,
     speaker_of,
 )
-from pipeline.recall.lexical import tokenize
+from pipeline.recall.lexical import search_terms
 from pipeline.recall.links import linked
 from pipeline.recall.neighbours import follow_ups
 from pipeline.recall.routing import (
@@ -176,9 +176,9 @@ class RecallEngine:
         # updates are not held up by it.
         vectors = np.asarray(self.encoder.encode([query, *texts]), dtype=np.float32)
         query_vector = vectors[0]
-        parts = [_Part(text, vectors[i + 1], tokenize(text)) for i, text in enumerate(texts)]
+        parts = [_Part(text, vectors[i + 1], search_terms(text)) for i, text in enumerate(texts)]
         # The time phrase found its own path; as keywords "last week" would match any "week".
-        tokens = tokenize(query.replace(window.label, " ") if window else query)
+        tokens = search_terms(query.replace(window.label, " ") if window else query)
 
         explicit = list(dict.fromkeys(regions)) if regions else None
         if explicit is not None:
@@ -201,7 +201,7 @@ class RecallEngine:
                 # A window no memory falls in filters nothing: read the query as if it named
                 # none, its time words back among the keywords ("last weekend" -> "weekend").
                 window = None
-                tokens = tokenize(query)
+                tokens = search_terms(query)
             candidates, fallback_used = self._candidates(
                 view,
                 query,
