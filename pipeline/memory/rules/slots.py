@@ -596,6 +596,22 @@ def changed_values(older: Slot, newer: Slot) -> tuple[tuple[str, ...], tuple[str
     return old_values, new_values
 
 
+def about_two_things(older: Slot, newer: Slot) -> bool:
+    """The name or identifier a statement is about (``Slot.subjects``) differs between the two:
+    工单OPS-3307 / 工单OPS-3370, 李娜负责招聘 / 李妍负责新员工培训 are two things, however alike
+    the rest of the wording; one cannot update, restate or replace the other."""
+    old_values, new_values = changed_values(older, newer)
+    subjects = {*older.subjects, *newer.subjects}
+    return any(v in subjects for v in (*old_values, *new_values))
+
+
+def adds_a_value(older: Slot, newer: Slot) -> bool:
+    """The newer statement names a value the older one lacks (a number, an identifier, a name;
+    relative times frame a statement and do not count): it says something the older does not,
+    so it is no restatement of it (驾照：2030年 after 护照到期：2028年6月)."""
+    return bool(changed_values(older, newer)[1])
+
+
 def names_two_slots(
     older: Slot,
     newer: Slot,
@@ -786,8 +802,7 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     cosine = float(older.vector @ newer.vector)
     if cosine < policy.state_cosine_floor:
         return None
-    old_values, new_values = changed_values(first, second)
-    if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
+    if about_two_things(first, second):
         return None  # 工单OPS-3307 done / 工单OPS-3370 planned: two tasks
     # "The kitchen renovation is in progress" / "The bathroom renovation is done": two parts of
     # the work. With one word shared, only a swapped modifier says so (装修进行中，水电…，在贴砖 /
@@ -867,7 +882,7 @@ def new_way_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str 
     first, second = older.slot, newer.slot
     if older.kind != "procedure" and not is_stateful(older.kind, older.region, first):
         return None
-    if second.additive or first.question or second.question:
+    if second.additive or first.question or second.question or about_two_things(first, second):
         return None
     found = goal_of(first.frame)
     if found is None or not _goal_in(found[0], second.frame):
@@ -932,7 +947,7 @@ def switched_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str
     first, second = older.slot, newer.slot
     if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
         return None
-    if first.question or second.question:
+    if first.question or second.question or about_two_things(first, second):
         return None
     switch = switch_of(second.frame)
     if switch is None:
