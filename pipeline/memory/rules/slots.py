@@ -597,12 +597,13 @@ def changed_values(older: Slot, newer: Slot) -> tuple[tuple[str, ...], tuple[str
 
 
 def about_two_things(older: Slot, newer: Slot) -> bool:
-    """The name or identifier a statement is about (``Slot.subjects``) differs between the two:
-    工单OPS-3307 / 工单OPS-3370, 李娜负责招聘 / 李妍负责新员工培训 are two things, however alike
-    the rest of the wording; one cannot update, restate or replace the other."""
-    old_values, new_values = changed_values(older, newer)
-    subjects = {*older.subjects, *newer.subjects}
-    return any(v in subjects for v in (*old_values, *new_values))
+    """Each statement opens with the name or identifier it is about (``Slot.subjects``) and they
+    share none: 工单OPS-3307 / 工单OPS-3370, 李娜负责招聘 / 李妍负责新员工培训 are two things,
+    however alike the rest of the wording, and one neither restates nor replaces the other. (One
+    side without a subject says nothing: 宽带师傅说路由器卡了… names who said it.)"""
+    return bool(older.subjects and newer.subjects) and not set(older.subjects) & set(
+        newer.subjects
+    )
 
 
 def adds_a_value(older: Slot, newer: Slot) -> bool:
@@ -802,7 +803,8 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     cosine = float(older.vector @ newer.vector)
     if cosine < policy.state_cosine_floor:
         return None
-    if about_two_things(first, second):
+    old_values, new_values = changed_values(first, second)
+    if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
         return None  # 工单OPS-3307 done / 工单OPS-3370 planned: two tasks
     # "The kitchen renovation is in progress" / "The bathroom renovation is done": two parts of
     # the work. With one word shared, only a swapped modifier says so (装修进行中，水电…，在贴砖 /
