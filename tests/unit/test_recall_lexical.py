@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from pipeline.recall.lexical import BM25Index, cjk_share, tokenize
+from pipeline.recall.lexical import BM25Index, cjk_share, search_terms, tokenize
 
 
 def test_english_tokens_are_lowercased_stemmed_and_stopword_free() -> None:
@@ -19,6 +19,30 @@ def test_chinese_tokens_use_search_mode() -> None:
     tokens = tokenize("我们用什么数据库")
     assert "数据库" in tokens and "数据" in tokens
     assert "我们" not in tokens and "什么" not in tokens
+
+
+def test_search_terms_add_chinese_characters_beside_the_words() -> None:
+    terms = search_terms("每个月工资的10%存进养老金账户")
+    assert {"工资", "存进", "养老金", "存", "养", "老", "金", "10"} <= set(terms)
+    assert "的" not in terms  # a function character stays out, as a function word does
+    # Function words give no characters either (什么 → no 什); English is tokenize's alone.
+    assert "什" not in search_terms("这是什么问题")
+    assert search_terms("How did we fix the deploy?") == tokenize("How did we fix the deploy?")
+
+
+def test_chinese_words_sharing_a_morpheme_meet_part_way() -> None:
+    index = BM25Index()
+    memories = {"mango": "我对芒果过敏", "hotpot": "我最爱吃的是火锅", "hike": "周末约了朋友去爬山"}
+    for memory_id, text in memories.items():
+        index.add(memory_id, search_terms(text))
+    # 水果 and 芒果 are different words to jieba; they share 果.
+    assert [hit.memory_id for hit in index.search(search_terms("哪种水果我碰不得"), 3)] == ["mango"]
+    # The whole word scores above a word that only shares a character with it.
+    index.add("aunt-big", search_terms("大姨住在苏州"))
+    index.add("aunt-small", search_terms("小姨住在无锡"))
+    hits = index.search(search_terms("小姨住哪"), 5)
+    assert hits[0].memory_id == "aunt-small"
+    assert hits[0].score > hits[1].score and hits[1].memory_id == "aunt-big"
 
 
 def test_mixed_text() -> None:

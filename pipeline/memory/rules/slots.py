@@ -601,9 +601,9 @@ def about_two_things(older: Slot, newer: Slot) -> bool:
     share none: 工单OPS-3307 / 工单OPS-3370, 李娜负责招聘 / 李妍负责新员工培训 are two things,
     however alike the rest of the wording, and one neither restates nor replaces the other. (One
     side without a subject says nothing: 宽带师傅说路由器卡了… names who said it.)"""
-    return bool(older.subjects and newer.subjects) and not set(older.subjects) & set(
-        newer.subjects
-    )
+    if not older.subjects or not newer.subjects:
+        return False
+    return not set(older.subjects) & set(newer.subjects)
 
 
 def adds_a_value(older: Slot, newer: Slot) -> bool:
