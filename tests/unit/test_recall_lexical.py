@@ -116,6 +116,35 @@ def test_coverage_and_filter() -> None:
     assert index.search([], k=5) == []
 
 
+def test_coverage_counts_query_words_and_their_characters_only_part_way() -> None:
+    index = BM25Index()
+    index.add("home", search_terms("我住在杭州，离西湖不远"))
+    index.add("car", search_terms("我开一辆灰色的本田思域"))
+    # 城市 and 现在 are in no memory: their characters must not dilute the one word that is.
+    [home] = index.search(search_terms("我现在住在哪个城市"), k=5)
+    [home_by_words] = index.search(tokenize("我现在住在哪个城市"), k=5)
+    assert home.coverage == pytest.approx(home_by_words.coverage)
+    # A word met only through a character counts for less than the word itself.
+    index.add("mango", search_terms("我对芒果过敏"))
+    index.add("fruit", search_terms("水果店在打折"))
+    hits = {hit.memory_id: hit.coverage for hit in index.search(search_terms("水果"), k=5)}
+    assert hits["fruit"] == pytest.approx(1.0)
+    assert 0.0 < hits["mango"] <= 0.5 * hits["fruit"]
+
+
+def test_a_word_no_memory_has_counts_as_the_rarest_present_one() -> None:
+    index = BM25Index()
+    index.add("fever", ["child", "fever", "medicine"])
+    index.add("cough", ["child", "cough", "pear"])
+    # "usually" is in no memory; it weighs what "fever" (one memory of two) weighs.
+    [fever, cough] = index.search(["child", "fever", "usually"], k=5)
+    assert fever.memory_id == "fever"
+    idf_rare, idf_common = math.log(1 + 1.5 / 1.5), math.log(1 + 0.5 / 2.5)
+    total = 2 * idf_rare + idf_common
+    assert fever.coverage == pytest.approx((idf_rare + idf_common) / total)
+    assert cough.coverage == pytest.approx(idf_common / total)
+
+
 def test_remove_frees_and_reuses_slots() -> None:
     index = BM25Index()
     index.add("a", ["x", "y"])
