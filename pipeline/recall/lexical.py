@@ -149,10 +149,6 @@ def search_terms(text: str) -> list[str]:
 
 # ---------- incremental BM25 ----------
 
-# Coverage credit for a query word a document meets only through its characters, relative to the
-# word itself (水果 in 我对芒果过敏: half of its weight × the share of its characters present).
-PART_SHARE = 0.5
-
 IntArray = npt.NDArray[np.int32]
 FloatArray = npt.NDArray[np.float32]
 
@@ -265,42 +261,40 @@ class BM25Index:
     ) -> list[LexicalHit]:
         """Top ``k`` documents for the query terms, best first; ``accept`` filters by id.
 
-        Every term adds to the score. Coverage counts the query's *words*: a Chinese character
-        that is part of a longer query word (``search_terms``) is evidence for that word, not a
-        term of its own, so the characters of a word no memory has do not dilute the rest.
+        Coverage: a term no live document has still counts against it, at the idf of df = 0 —
+        except a Chinese character of a longer query word (``search_terms``): that word counts
+        as missing already, and its characters would count it again ("现在住在哪个城市" against
+        "我住在杭州": 现, 城, 市 are in no memory).
         """
         live = len(self._slot_of)
         query_terms = set(tokens)
         if not live or not query_terms or k <= 0:
             return []
         avgdl = self._total_len / live if self._total_len > 0 else 1.0
-        # A term no live document has still counts against coverage, as the rarest present term
-        # would (df = 1): at df = 0 one such word outweighed two or three matched ones in a
-        # small namespace (idf 1.79 against 0.69 for a word in one of two memories).
-        unseen_idf = math.log(1.0 + (live - 0.5) / 1.5)
+        unseen_idf = math.log(1.0 + (live + 0.5) / 0.5)
         parts = {
-            word: sorted(set(word) & query_terms)
-            for word in query_terms
-            if len(word) > 1 and _CJK.match(word)
+            char for word in query_terms if len(word) > 1 and _CJK.match(word) for char in word
         }
-        part_terms = {char for chars in parts.values() for char in chars}
-        idf_of: dict[str, float] = {}
-        docs_of: dict[str, IntArray] = {}
+        idf_total = 0.0
         slot_parts: list[IntArray] = []
         score_parts: list[npt.NDArray[np.floating[Any]]] = []
+        mass_parts: list[npt.NDArray[np.floating[Any]]] = []
         for term in sorted(query_terms):
             term_id = self._vocab.get(term)
             df = self._postings[term_id].size if term_id is not None else 0
             if term_id is None or df == 0:
-                idf_of[term] = unseen_idf
+                if term not in parts:
+                    idf_total += unseen_idf
                 continue
             postings = self._postings[term_id]
-            idf = idf_of[term] = math.log(1.0 + (live - df + 0.5) / (df + 0.5))
-            docs = docs_of[term] = postings.docs[:df]
+            idf = math.log(1.0 + (live - df + 0.5) / (df + 0.5))
+            idf_total += idf
+            docs = postings.docs[:df]
             tfs = postings.tfs[:df]
             norm = self.k1 * (1.0 - self.b + self.b * self._doc_len[docs] / avgdl)
             slot_parts.append(docs)
             score_parts.append(idf * tfs * (self.k1 + 1.0) / (tfs + norm))
+            mass_parts.append(np.full(df, idf, dtype=np.float32))
         if not slot_parts:
             return []
         all_slots = np.concatenate(slot_parts)
@@ -308,24 +302,7 @@ class BM25Index:
         # not the namespace size.
         slots, inverse = np.unique(all_slots, return_inverse=True)
         scores = np.bincount(inverse, weights=np.concatenate(score_parts), minlength=slots.size)
-        words = [term for term in sorted(query_terms) if term not in part_terms]
-        idf_total = sum(idf_of[word] for word in words)
-        mass = np.zeros(slots.size, dtype=np.float64)
-        for word in words:
-            present = np.zeros(slots.size, dtype=np.bool_)
-            if word in docs_of:
-                present[np.searchsorted(slots, docs_of[word])] = True
-            mass += idf_of[word] * present
-            chars = parts.get(word)
-            if chars:
-                # A word met only part-way: PART_SHARE of its idf × the share of its characters'
-                # idf the document has.
-                found = np.zeros(slots.size, dtype=np.float64)
-                for char in chars:
-                    if char in docs_of:
-                        found[np.searchsorted(slots, docs_of[char])] += idf_of[char]
-                share = found / sum(idf_of[char] for char in chars)
-                mass += np.where(present, 0.0, PART_SHARE * idf_of[word] * share)
+        mass = np.bincount(inverse, weights=np.concatenate(mass_parts), minlength=slots.size)
         touched = int(slots.size)
         hits: list[LexicalHit] = []
         want = min(touched, max(k * 2, 16))
