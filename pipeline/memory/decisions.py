@@ -128,6 +128,7 @@ def _confirmation(
         if (
             similarity >= policy.duplicate_cosine
             and existing.status in CURRENT_STATUSES
+            and not _says_more(existing, prepared)
             # A changed value is an update even when the sentence barely changed ("… 6379" /
             # "… 6380"): it must not merge into the memory it supersedes.
             and slots.update_reason(statement_of(bank, existing), _turn_statement(prepared), policy)
@@ -138,6 +139,16 @@ def _confirmation(
             )
             return Change("merged", record, turn.event_id, at, (new_id,))
     return None
+
+
+def _says_more(existing: MemoryRecord, prepared: PreparedTurn) -> bool:
+    """The turn names a value or a subject the memory does not: it is no duplicate, however close
+    the vectors (the default encoder puts most short Chinese sentences near one another:
+    李娜负责招聘 / 李妍负责新员工培训 at cosine 0.92), and merging would lose what it says."""
+    older, newer = existing.slot, prepared.analysis.slot
+    if older is None or newer is None:
+        return False
+    return slots.about_two_things(older, newer) or slots.adds_a_value(older, newer)
 
 
 def statement_of(bank: NamespaceBank, record: MemoryRecord) -> slots.Statement:

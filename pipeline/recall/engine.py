@@ -27,7 +27,7 @@ from pipeline.recall.hot_index import (
     RowFilter,
     speaker_of,
 )
-from pipeline.recall.lexical import tokenize
+from pipeline.recall.lexical import search_terms
 from pipeline.recall.links import linked
 from pipeline.recall.neighbours import follow_ups
 from pipeline.recall.routing import (
@@ -185,12 +185,12 @@ class RecallEngine:
         vectors = np.asarray(self.encoder.encode(searched), dtype=np.float32)
         query_vector = vectors[0]
         parts = [
-            _Part(text, vectors[i + 1], tokenize(without_names(text, names) if names else text))
+            _Part(text, vectors[i + 1], search_terms(without_names(text, names) if names else text))
             for i, text in enumerate(texts)
         ]
         # The time phrase found its own path; as keywords "last week" would match any "week".
         lexical = plain if self.tuning.speaker_names != "keep" else query
-        tokens = tokenize(lexical.replace(window.label, " ") if window else lexical)
+        tokens = search_terms(lexical.replace(window.label, " ") if window else lexical)
 
         explicit = list(dict.fromkeys(regions)) if regions else None
         if explicit is not None:
@@ -213,7 +213,7 @@ class RecallEngine:
                 # A window no memory falls in filters nothing: read the query as if it named
                 # none, its time words back among the keywords ("last weekend" -> "weekend").
                 window = None
-                tokens = tokenize(lexical)
+                tokens = search_terms(lexical)
             candidates, fallback_used = self._candidates(
                 view,
                 query,

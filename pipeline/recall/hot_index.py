@@ -35,7 +35,7 @@ import numpy.typing as npt
 from pipeline.memory.rules.decay import SECONDS_PER_DAY, decay_rate
 from pipeline.recall.ann import ActivationOrder, AnnIndex, ann_available
 from pipeline.recall.entities import EntityIndex
-from pipeline.recall.lexical import BM25Index, tokenize
+from pipeline.recall.lexical import BM25Index, search_terms
 from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning, hidden_since
 from pipeline.recall.temporal import TimeWindow, time_references
 from schemas.errors import HindsightError
@@ -177,7 +177,7 @@ class NamespaceView:
             self.by_activation.set(record.id, rate, float(self.activation_base[slot]))
         # Status and activation updates are the common case: re-index text only when it changed.
         if previous is None or previous.search_text != record.search_text:
-            self.bm25.add(record.id, tokenize(record.search_text))
+            self.bm25.add(record.id, search_terms(record.search_text))
         if (
             previous is None
             or previous.entities != record.entities

@@ -52,12 +52,13 @@ _CHINESE_STOPWORD_TEXT = (
     "这 那 这个 那个 这些 那些 这样 那样 我 你 他 她 它 我们 你们 他们 她们 咱们 自己 "
     "一个 一些 一下 有 没 没有 不 很 太 把 被 给 让 从 对 向 为 为了 以 于 上 下 中 里 "
     "什么 怎么 怎样 如何 哪 哪个 哪些 哪里 为什么 多少 几 请 要 想 会 能 可以 "
-    "说 问 告诉 一 个 些 啥 嘛 的话 时候"
+    "说 问 告诉 一 个 些 啥 嘛 的话 时候 啥时候"
 )
 CHINESE_STOPWORDS: frozenset[str] = frozenset(_CHINESE_STOPWORD_TEXT.split())
 
 _RUN = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 
 def _light_stem(word: str) -> str:
@@ -125,6 +126,25 @@ def tokenize(text: str) -> list[str]:
             if word and word not in ENGLISH_STOPWORDS:
                 tokens.append(stem(word))
     return tokens
+
+
+def search_terms(text: str) -> list[str]:
+    """BM25 terms for ``text``: ``tokenize``'s words plus every Chinese character on its own.
+
+    Chinese compounds share their head morphemes (水果/芒果, 存/存进, 姨/小姨/大姨), and jieba's
+    dictionary decides alone whether a query word and a memory word are the same token: "存"
+    never matched "存进", "水果" never matched "芒果". Characters as terms of their own (as in
+    character-n-gram retrieval for Chinese) let such words meet part-way, while idf keeps common
+    characters cheap and the whole word still scores above its parts. Function characters (的, 了,
+    我 …, the single-character stopwords) are left out as words are.
+    """
+    terms = tokenize(text)
+    for run in _CJK_RUN.findall(text):
+        for word in jieba.cut(run):
+            # A one-character word is already a term of its own; a function word has no parts.
+            if len(word) > 1 and word not in CHINESE_STOPWORDS:
+                terms.extend(char for char in word if char not in CHINESE_STOPWORDS)
+    return terms
 
 
 # ---------- incremental BM25 ----------
@@ -239,14 +259,22 @@ class BM25Index:
         k: int,
         accept: Callable[[str], bool] | None = None,
     ) -> list[LexicalHit]:
-        """Top ``k`` documents for the query terms, best first; ``accept`` filters by id."""
+        """Top ``k`` documents for the query terms, best first; ``accept`` filters by id.
+
+        Coverage: a term no live document has still counts against it, at the idf of df = 0 —
+        except a Chinese character of a longer query word (``search_terms``): that word counts
+        as missing already, and its characters would count it again ("现在住在哪个城市" against
+        "我住在杭州": 现, 城, 市 are in no memory).
+        """
         live = len(self._slot_of)
         query_terms = set(tokens)
         if not live or not query_terms or k <= 0:
             return []
         avgdl = self._total_len / live if self._total_len > 0 else 1.0
-        # A term no live document has still counts against coverage, at the idf of df = 0.
         unseen_idf = math.log(1.0 + (live + 0.5) / 0.5)
+        parts = {
+            char for word in query_terms if len(word) > 1 and _CJK.match(word) for char in word
+        }
         idf_total = 0.0
         slot_parts: list[IntArray] = []
         score_parts: list[npt.NDArray[np.floating[Any]]] = []
@@ -255,7 +283,8 @@ class BM25Index:
             term_id = self._vocab.get(term)
             df = self._postings[term_id].size if term_id is not None else 0
             if term_id is None or df == 0:
-                idf_total += unseen_idf
+                if term not in parts:
+                    idf_total += unseen_idf
                 continue
             postings = self._postings[term_id]
             idf = math.log(1.0 + (live - df + 0.5) / (df + 0.5))

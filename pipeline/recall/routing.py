@@ -72,7 +72,7 @@ _RULES: tuple[_Rule, ...] = (
     _en("episodic", r"\b(?:in|since|during) (?:19|20)\d\d\b", 0.6, "year"),
     _en("episodic", r"\bremember (?:when|the time|that time)\b", 1.0, "remember when"),
     _en("episodic", r"\b(?:first|last) time\b", 0.6, "first/last time"),
-    _zh("episodic", r"什么时候|何时|哪天|几号|几月", 1.0, "什么时候"),
+    _zh("episodic", r"什么时候|啥时候|何时|哪天|几号|几月", 1.0, "什么时候"),
     _zh(
         "episodic",
         r"上周|上星期|上个星期|上礼拜|上个礼拜|这周|本周|上个月|上月|去年|前年",
@@ -200,7 +200,7 @@ def asks_current_value(query: str) -> bool:
 _ASKS_WHEN = re.compile(
     r"\bwhen\b|\bwhat (?:time|date|day|year|month)\b|\bwhich (?:day|date|year|month|week)\b"
     r"|\bhow long ago\b|\bsince when\b"
-    r"|什么时候|何时|哪天|哪一天|几号|几月|哪年|哪一年|几点|多久以前|多久之前",
+    r"|什么时候|啥时候|何时|哪天|哪一天|几号|几月|哪年|哪一年|几点|多久以前|多久之前",
     re.IGNORECASE,
 )
 

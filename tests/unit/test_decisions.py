@@ -195,6 +195,26 @@ def test_near_identical_turns_merge_at_or_above_the_duplicate_threshold(cosine: 
     assert len(stages.bank("acme").records) == 1
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("李娜负责招聘。", "李妍负责新员工培训。"),  # another person
+        ("工单OPS-3307：磁盘告警。", "工单OPS-3370：磁盘告警。"),  # another ticket
+        ("护照到期：2028年6月。", "驾照：2030年。"),  # a value the memory lacks
+    ],
+)
+def test_a_near_duplicate_about_another_thing_or_value_is_kept(first: str, second: str) -> None:
+    encoder = ExactEncoder({first: [1.0], second: at_cosine(0.95)})
+    stages, log = Stages(encoder), Log()
+    kept = remember(stages, log, first)
+
+    result = stages.process([log.turn(second, T0 + DAY)])
+
+    assert "merged" not in [c.change for c in result.changes]
+    assert {r.content for r in stages.bank("acme").records.values()} == {first, second}
+    assert stages.bank("acme").records[kept.id].status == "active"
+
+
 @pytest.mark.parametrize("cosine", [0.85, 0.88, 0.919])
 def test_related_turns_are_linked_both_ways_without_merging(cosine: float) -> None:
     encoder = ExactEncoder({OFFICE: [1.0], OFFICE_NEAR: at_cosine(cosine)})

@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from pipeline.recall.lexical import BM25Index, cjk_share, tokenize
+from pipeline.recall.lexical import BM25Index, cjk_share, search_terms, tokenize
 
 
 def test_english_tokens_are_lowercased_stemmed_and_stopword_free() -> None:
@@ -19,6 +19,30 @@ def test_chinese_tokens_use_search_mode() -> None:
     tokens = tokenize("我们用什么数据库")
     assert "数据库" in tokens and "数据" in tokens
     assert "我们" not in tokens and "什么" not in tokens
+
+
+def test_search_terms_add_chinese_characters_beside_the_words() -> None:
+    terms = search_terms("每个月工资的10%存进养老金账户")
+    assert {"工资", "存进", "养老金", "存", "养", "老", "金", "10"} <= set(terms)
+    assert "的" not in terms  # a function character stays out, as a function word does
+    # Function words give no characters either (什么 → no 什); English is tokenize's alone.
+    assert "什" not in search_terms("这是什么问题")
+    assert search_terms("How did we fix the deploy?") == tokenize("How did we fix the deploy?")
+
+
+def test_chinese_words_sharing_a_morpheme_meet_part_way() -> None:
+    index = BM25Index()
+    memories = {"mango": "我对芒果过敏", "hotpot": "我最爱吃的是火锅", "hike": "周末约了朋友去爬山"}
+    for memory_id, text in memories.items():
+        index.add(memory_id, search_terms(text))
+    # 水果 and 芒果 are different words to jieba; they share 果.
+    assert [hit.memory_id for hit in index.search(search_terms("哪种水果我碰不得"), 3)] == ["mango"]
+    # The whole word scores above a word that only shares a character with it.
+    index.add("aunt-big", search_terms("大姨住在苏州"))
+    index.add("aunt-small", search_terms("小姨住在无锡"))
+    hits = index.search(search_terms("小姨住哪"), 5)
+    assert hits[0].memory_id == "aunt-small"
+    assert hits[0].score > hits[1].score and hits[1].memory_id == "aunt-big"
 
 
 def test_mixed_text() -> None:
@@ -90,6 +114,31 @@ def test_coverage_and_filter() -> None:
     assert [h.memory_id for h in filtered] == ["c"]
     assert index.search(tokenize("kubernetes"), k=5) == []
     assert index.search([], k=5) == []
+
+
+def test_characters_of_a_missing_word_do_not_count_it_missing_again() -> None:
+    index = BM25Index()
+    index.add("home", search_terms("我住在杭州，离西湖不远"))
+    index.add("car", search_terms("我开一辆灰色的本田思域"))
+    # 城市 and 现在 are in no memory: their characters must not dilute the one word that is.
+    [home] = index.search(search_terms("我现在住在哪个城市"), k=5)
+    [home_by_words] = index.search(tokenize("我现在住在哪个城市"), k=5)
+    assert home.coverage == pytest.approx(home_by_words.coverage)
+    # A word met only through a character counts for less than the word itself.
+    index.add("mango", search_terms("我对芒果过敏"))
+    index.add("fruit", search_terms("水果店在打折"))
+    hits = {hit.memory_id: hit.coverage for hit in index.search(search_terms("水果"), k=5)}
+    assert hits["fruit"] == pytest.approx(1.0)
+    assert 0.0 < hits["mango"] <= 0.5 * hits["fruit"]
+
+
+def test_a_name_one_character_off_does_not_outweigh_the_name() -> None:
+    index = BM25Index()
+    index.add("yang-ocean", search_terms("我表哥刘洋在深圳做外贸"))
+    index.add("yang-sun", search_terms("我堂哥刘阳在成都当老师"))
+    hits = index.search(search_terms("刘阳是做什么的"), k=5)
+    assert hits[0].memory_id == "yang-sun"
+    assert hits[0].coverage > hits[1].coverage
 
 
 def test_remove_frees_and_reuses_slots() -> None:

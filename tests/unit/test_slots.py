@@ -16,6 +16,8 @@ from ingest_support import DAY, T0, ExactEncoder, Log, Stages, at_cosine, by_con
 from pipeline.ingest.local import LocalPipeline
 from pipeline.memory.rules.slots import (
     Statement,
+    about_two_things,
+    adds_a_value,
     chinese_number,
     slot_of,
     update_reason,
@@ -355,6 +357,26 @@ def test_the_same_goal_told_the_same_way_or_about_something_else_is_no_update() 
     # A past event that opened with a condition is no standing instruction.
     trip = "When we visited Rome, we ate gelato every day."
     assert update_reason_events(trip, "When we visited Rome, we saw the Colosseum.") is None
+
+
+def test_a_goal_about_another_identifier_or_name_is_another_thing() -> None:
+    # "工单…：" reads as a goal opening both; the tickets differ, so neither replaces the other.
+    assert state_reason("工单OPS-3307：磁盘告警。", "工单OPS-3370：证书过期。", 0.9) is None
+    older, newer = "Ticket OPS-41: restart the cache.", "Ticket OPS-14: rotate the keys."
+    assert state_reason(older, newer, 0.9) is None
+    # The same ticket given another way is still an update.
+    assert state_reason("工单OPS-3307：重启采集器。", "工单OPS-3307：扩容磁盘。", 0.9) is not None
+
+
+def test_about_two_things_and_adds_a_value() -> None:
+    li_na, li_yan = slot_of("李娜负责招聘。"), slot_of("李妍负责新员工培训。")
+    assert about_two_things(li_na, li_yan)
+    assert not about_two_things(li_na, slot_of("李娜负责招聘和面试。"))
+    passport, licence = slot_of("护照到期：2028年6月。"), slot_of("驾照：2030年。")
+    assert adds_a_value(passport, licence)
+    assert not adds_a_value(passport, slot_of("护照到期是2028年6月"))
+    # Relative times frame a statement: they are no new value.
+    assert not adds_a_value(slot_of("The demo is ready"), slot_of("The demo is ready today"))
 
 
 def update_reason_events(older: str, newer: str) -> str | None:

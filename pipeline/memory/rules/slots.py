@@ -596,6 +596,23 @@ def changed_values(older: Slot, newer: Slot) -> tuple[tuple[str, ...], tuple[str
     return old_values, new_values
 
 
+def about_two_things(older: Slot, newer: Slot) -> bool:
+    """Each statement opens with the name or identifier it is about (``Slot.subjects``) and they
+    share none: 工单OPS-3307 / 工单OPS-3370, 李娜负责招聘 / 李妍负责新员工培训 are two things,
+    however alike the rest of the wording, and one neither restates nor replaces the other. (One
+    side without a subject says nothing: 宽带师傅说路由器卡了… names who said it.)"""
+    if not older.subjects or not newer.subjects:
+        return False
+    return not set(older.subjects) & set(newer.subjects)
+
+
+def adds_a_value(older: Slot, newer: Slot) -> bool:
+    """The newer statement names a value the older one lacks (a number, an identifier, a name;
+    relative times frame a statement and do not count): it says something the older does not,
+    so it is no restatement of it (驾照：2030年 after 护照到期：2028年6月)."""
+    return bool(changed_values(older, newer)[1])
+
+
 def names_two_slots(
     older: Slot,
     newer: Slot,
@@ -887,7 +904,7 @@ def new_way_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str 
     first, second = older.slot, newer.slot
     if older.kind != "procedure" and not is_stateful(older.kind, older.region, first):
         return None
-    if second.additive or first.question or second.question:
+    if second.additive or first.question or second.question or about_two_things(first, second):
         return None
     found = goal_of(first.frame)
     if found is None or not _goal_in(found[0], second.frame):
@@ -952,7 +969,7 @@ def switched_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str
     first, second = older.slot, newer.slot
     if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
         return None
-    if first.question or second.question:
+    if first.question or second.question or about_two_things(first, second):
         return None
     switch = switch_of(second.frame)
     if switch is None:
