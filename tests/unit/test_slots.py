@@ -66,6 +66,12 @@ def test_chinese_numerals_read_as_numbers(text: str, value: int) -> None:
     assert chinese_number(text) == value
 
 
+@pytest.mark.parametrize("text", ["同事带了榴莲千层来公司", "去百货大楼逛了逛", "万一下雨就改天"])
+def test_a_lone_magnitude_character_begins_a_word_and_is_no_number(text: str) -> None:
+    # 千层 (a layered cake) once read as "1000 层" and superseded "隔两层楼都能闻到".
+    assert [s for s in value_spans(text) if s.kind == "number"] == []
+
+
 def test_numbers_compare_by_value_whatever_their_spelling() -> None:
     assert slot_of("Our rent is 1,450 a month.").values == ["number:1450"]
     assert slot_of("We pay 1450 monthly for rent.").values == ["number:1450"]

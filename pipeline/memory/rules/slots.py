@@ -73,6 +73,9 @@ _CN_DIGITS = {
 }
 _CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000, "亿": 100_000_000}
 _CN_NUMERAL = "零〇一二两三四五六七八九十百千万亿"
+# A numeral standing alone: 百, 千, 万 and 亿 are numbers only after a digit (一千, 三万), alone
+# they begin words (千层, 百货, 万一).
+_CN_LONE_NUMERAL = "零〇一二两三四五六七八九十"
 # What may follow a Chinese numeral for it to count as a number (so 一般, 一直, 统一 do not).
 _CN_COUNTED = (
     "点|岁|个|次|块|元|号|月|日|章|分钟|分|小时|天|周|年|公里|公斤|斤|步|寸|人|位|节|层|楼|栋|倍|米|"
@@ -85,7 +88,7 @@ _NUMBER = re.compile(
     r"(?<![A-Za-z0-9_.])[$£€¥]?\d{1,3}(?:,\d{3})+(?:\.\d+)?[kKmM]?(?![A-Za-z0-9])"
     r"|(?<![A-Za-z0-9_.])[$£€¥]?\d+(?:[.:]\d+)?(?:[kK](?![A-Za-z0-9]))?"
     r"|第?[" + _CN_NUMERAL + r"]{2,}(?:(?=" + _CN_COUNTED + r")|(?![\u4e00-\u9fff]))"
-    r"|第?[" + _CN_NUMERAL + r"](?=" + _CN_COUNTED + r")"
+    r"|第?[" + _CN_LONE_NUMERAL + r"](?=" + _CN_COUNTED + r")"
 )
 # A time of day told in words: 七点四十 (7:40), 八点半 (8:30), 9点15分; the same value as "7:40".
 _CN_CLOCK = re.compile(
