@@ -80,6 +80,32 @@ def make_record(
     return MemoryRecord(**fields)
 
 
+def said(
+    memory_id: str,
+    content: str,
+    *,
+    speaker: str = "user",
+    session: str = "s1",
+    days_ago: float = 1.0,
+    encoder: HashingEncoder | None = None,
+    **changes: Any,
+) -> MemoryRecord:
+    """A memory of one turn: who said it, in which session, ``days_ago`` before ``AT``."""
+    created = AT - timedelta(days=days_ago)
+    return make_record(
+        memory_id,
+        content,
+        encoder=encoder,
+        created_at=created,
+        provenance=[
+            SourceTurn(
+                event_id=f"evt-{memory_id}", session_id=session, speaker=speaker, event_time=created
+            )
+        ],
+        **changes,
+    )
+
+
 def history(*entries: tuple[datetime, str]) -> list[HistoryEntry]:
     return [
         HistoryEntry(at=at, change=change, cause_event_id=f"cmd-{n}")  # type: ignore[arg-type]

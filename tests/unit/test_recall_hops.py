@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
 
 import numpy as np
 import pytest
-from recall_support import AT, HashingEncoder, make_record
+from recall_support import AT, HashingEncoder, said
 
 from pipeline.recall import HotIndex, RecallEngine
 from pipeline.recall.hops import diversified, feedback_vector, person_names, without_names
 from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning
-from schemas.memory import MemoryRecord, SourceTurn
+from schemas.memory import MemoryRecord
 
 ENCODER = HashingEncoder()
 
@@ -98,21 +97,6 @@ def test_role_speakers_are_no_names() -> None:
 # ----- the engine, end to end -----
 
 
-def said(memory_id: str, content: str, speaker: str, days_ago: float = 1.0) -> MemoryRecord:
-    created = AT - timedelta(days=days_ago)
-    return make_record(
-        memory_id,
-        content,
-        encoder=ENCODER,
-        created_at=created,
-        provenance=[
-            SourceTurn(
-                event_id=f"evt-{memory_id}", session_id="s1", speaker=speaker, event_time=created
-            )
-        ],
-    )
-
-
 def engine(records: list[MemoryRecord], tuning: RecallTuning) -> RecallEngine:
     index = HotIndex(ENCODER.dimension)
     for record in records:
@@ -122,9 +106,9 @@ def engine(records: list[MemoryRecord], tuning: RecallTuning) -> RecallEngine:
 
 # Maria's own words answer a question about her; John's turns only address her by name.
 TALK = [
-    said("maria-spain", "I visited Spain on a solo trip last year", "Maria", 30),
-    said("john-hey", "Hey Maria, so good to hear from you Maria", "John", 2),
-    said("john-wow", "Wow Maria, that trip photo is great", "John", 3),
+    said("maria-spain", "I visited Spain on a solo trip last year", speaker="Maria", days_ago=30),
+    said("john-hey", "Hey Maria, so good to hear from you Maria", speaker="John", days_ago=2),
+    said("john-wow", "Wow Maria, that trip photo is great", speaker="John", days_ago=3),
 ]
 QUESTION = "Which countries has Maria visited on a trip?"
 

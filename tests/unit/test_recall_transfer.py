@@ -6,37 +6,13 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
-from recall_support import AT, HashingEncoder, make_record
+from recall_support import AT, HashingEncoder, said
 
 from pipeline.recall import HotIndex, RecallEngine
 from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning
-from schemas.memory import MemoryRecord, SourceTurn
+from schemas.memory import MemoryRecord
 
 ENCODER = HashingEncoder()
-
-
-def said(
-    memory_id: str,
-    content: str,
-    *,
-    speaker: str = "user",
-    session: str = "s1",
-    days_ago: float = 1.0,
-    **changes: object,
-) -> MemoryRecord:
-    created = AT - timedelta(days=days_ago)
-    return make_record(
-        memory_id,
-        content,
-        encoder=ENCODER,
-        created_at=created,
-        provenance=[
-            SourceTurn(
-                event_id=f"evt-{memory_id}", session_id=session, speaker=speaker, event_time=created
-            )
-        ],
-        **changes,  # type: ignore[arg-type]
-    )
 
 
 def engine(records: list[MemoryRecord], tuning: RecallTuning = DEFAULT_TUNING) -> RecallEngine:
