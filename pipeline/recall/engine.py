@@ -283,15 +283,7 @@ class RecallEngine:
         k = self.policy.candidates_per_path
         found: list[_PartSearch] = []
         for part in parts:
-            part_search = NamespaceSearch(
-                view,
-                part.vector,
-                at,
-                include_history=include_history,
-                regions=explicit,
-                exact=self.exact,
-                window_references=self.tuning.window_references,
-            )
+            part_search = self._search(view, part.vector, at, include_history, explicit)
             bm25 = view.bm25.search(part.tokens, k, search.visible)
             dense = [
                 (view.ids[slot], score) for slot, score in part_search.dense(k, part_search.base)
@@ -332,15 +324,7 @@ class RecallEngine:
     ) -> tuple[list[_Candidate], bool]:
         k = self.policy.candidates_per_path
         # Regions the caller names are a hard filter on every path (folded into the base filter).
-        search = NamespaceSearch(
-            view,
-            query_vector,
-            at,
-            include_history=include_history,
-            regions=explicit,
-            exact=self.exact,
-            window_references=self.tuning.window_references,
-        )
+        search = self._search(view, query_vector, at, include_history, explicit)
         routed = search.filter(primary)
 
         def listed(where: RowFilter) -> list[tuple[str, float]]:
@@ -564,12 +548,23 @@ class RecallEngine:
         best_first = sorted(candidates, key=lambda c: (-c.score, c.fused.memory_id))
         slots = [view.slot_of[c.fused.memory_id] for c in best_first[: self.tuning.feedback_seeds]]
         moved = feedback_vector(query_vector, view.matrix[slots], self.tuning.feedback_weight)
+        return self._search(view, moved, at, include_history, explicit)
+
+    def _search(
+        self,
+        view: NamespaceView,
+        vector: np.ndarray,
+        at: datetime,
+        include_history: bool,
+        regions: list[Region] | None,
+    ) -> NamespaceSearch:
+        """A search of ``view`` for ``vector`` under this engine's exactness and tuning."""
         return NamespaceSearch(
             view,
-            moved,
+            vector,
             at,
             include_history=include_history,
-            regions=explicit,
+            regions=regions,
             exact=self.exact,
             window_references=self.tuning.window_references,
         )
