@@ -421,8 +421,9 @@ class RecallEngine:
             def said_by(speaker: str) -> np.ndarray:
                 return np.array([who == speaker for who in speakers], dtype=np.bool_)
 
+            cosines = search.cosines(slots)
             rel = relevance(
-                search.cosines(slots),
+                cosines,
                 np.array([coverage.get(item.memory_id, 0.0) for item, _ in kept]),
                 np.array([entity_score.get(item.memory_id, 0.0) for item, _ in kept]),
                 np.array([item.rrf for item, _ in kept]) / ceiling,
@@ -481,10 +482,10 @@ class RecallEngine:
                 rel, view.importance[slots], fresh, self.policy, self.tuning, wants_recent=recent
             )
             if current and current_margin is not None:
-                scores = newest_first(rel, created, scores, current_margin)
+                scores = newest_first(rel, created, scores, current_margin, cosines)
                 if not include_history and self.tuning.current_value_drops_older:
                     # The value that held before the newest answer is not offered as current.
-                    now = ~older_answers(rel, created, current_margin)
+                    now = ~older_answers(rel, created, current_margin, cosines)
                     kept = [pair for pair, ok in zip(kept, now.tolist(), strict=True) if ok]
                     rel, fresh, scores = rel[now], fresh[now], scores[now]
             return [

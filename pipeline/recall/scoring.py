@@ -180,26 +180,45 @@ def relevance(
     return (1.0 - tuning.consensus_share) * evidence + tuning.consensus_share * share  # type: ignore[no-any-return]
 
 
+def answer_group(
+    relevance: npt.NDArray[np.float64],
+    margin: float,
+    cosine: npt.NDArray[np.float64] | None = None,
+) -> npt.NDArray[np.bool_]:
+    """The candidates that answer a current-value query about as well as its best answer.
+
+    Within ``margin`` of the best relevance, or within ``margin`` of the best dense cosine: the
+    statement of a new value seldom repeats the question's words ("What race am I training for?"
+    → "Signed up for a triathlon in Krakow"), so the lexical evidence that lifts the old
+    statement ("Training for the Chicago marathon") says nothing about which answer holds now,
+    while the meaning the two share with the question does.
+    """
+    group = relevance >= float(relevance.max()) - margin
+    if cosine is not None and cosine.size:
+        group |= cosine >= float(cosine.max()) - margin
+    return group
+
+
 def newest_first(
     relevance: npt.NDArray[np.float64],
     created: npt.NDArray[np.float64],
     scores: npt.NDArray[np.float64],
     margin: float,
+    cosine: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
-    """Scores for a current-value query: the newest of the about-equally relevant answers first.
+    """Scores for a current-value query: the newest of the about-equally good answers first.
 
-    Candidates within ``margin`` of the best relevance answer the question about equally well
-    ("I'm learning the guitar" / later "these days it's the piano"); among them the newest is the
-    value that holds now. They take the group's best score, minus a hair per place in newest-first
-    order, so they stay together at the top (gap truncation keeps them) and everything else keeps
-    its own score. Supersession already hides a value a triplet contradicts; this orders the ones
-    no rule could pair. ``created`` is epoch seconds; the as-of filter ran before, so "newest"
+    The candidates of ``answer_group`` answer the question about equally well ("I'm learning the
+    guitar" / later "these days it's the piano"); among them the newest is the value that holds
+    now. They take the group's best score, minus a hair per place in newest-first order, so they
+    stay together at the top (gap truncation keeps them) and everything else keeps its own
+    score. Supersession already hides a value a triplet contradicts; this orders the ones no
+    rule could pair. ``created`` is epoch seconds; the as-of filter ran before, so "newest"
     means newest as of the query time.
     """
     if relevance.size == 0:
         return scores
-    group = relevance >= float(relevance.max()) - margin
-    members = np.flatnonzero(group)
+    members = np.flatnonzero(answer_group(relevance, margin, cosine))
     # Newest first; equal times keep the better score first.
     order = members[np.lexsort((-scores[members], -created[members]))]
     top = float(scores[members].max())
@@ -209,10 +228,13 @@ def newest_first(
 
 
 def older_answers(
-    relevance: npt.NDArray[np.float64], created: npt.NDArray[np.float64], margin: float
+    relevance: npt.NDArray[np.float64],
+    created: npt.NDArray[np.float64],
+    margin: float,
+    cosine: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.bool_]:
-    """The members of a current-value query's newest-first group (``newest_first``) other than
-    the newest: what held before the newest of the about-equally good answers.
+    """The members of a current-value query's ``answer_group`` other than the newest: what held
+    before the newest of the about-equally good answers.
 
     "What do we use for CI these days?" asked after "our CI runs on Jenkins" and, later, "all our
     CI pipelines live in GitHub Actions": both answer it about equally well, the newer is the
@@ -222,7 +244,7 @@ def older_answers(
     older = np.zeros(relevance.size, dtype=np.bool_)
     if relevance.size == 0:
         return older
-    group = relevance >= float(relevance.max()) - margin
+    group = answer_group(relevance, margin, cosine)
     newest = float(created[group].max())
     older[group & (created < newest)] = True
     return older

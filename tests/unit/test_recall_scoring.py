@@ -7,6 +7,7 @@ from recall_support import AT, history, make_record
 from pipeline.memory.rules.decay import freshness
 from pipeline.recall.scoring import (
     activation_at,
+    answer_group,
     final_score,
     newest_first,
     older_answers,
@@ -161,3 +162,20 @@ def test_newest_first_with_no_margin_keeps_only_the_best_on_top() -> None:
     scores = np.array([0.6, 0.5])
     assert list(newest_first(relevance, created, scores, margin=0.0)) == [0.6, 0.5]
     assert newest_first(np.array([]), np.array([]), np.array([]), margin=0.1).size == 0
+
+
+def test_a_new_value_close_in_meaning_joins_the_group_though_it_shares_no_words() -> None:
+    import numpy as np
+
+    # 0: the old value, lifted by the question's words ("learning ... guitar");
+    # 1: the new value in other words: low relevance, but its cosine is close to the best one;
+    # 2: an unrelated newer remark, far in meaning too.
+    relevance = np.array([0.70, 0.42, 0.30])
+    cosine = np.array([0.45, 0.38, 0.15])
+    created = np.array([100.0, 200.0, 300.0])
+    scores = np.array([0.62, 0.45, 0.35])
+    assert answer_group(relevance, 0.15).tolist() == [True, False, False]
+    assert answer_group(relevance, 0.15, cosine).tolist() == [True, True, False]
+    adjusted = newest_first(relevance, created, scores, 0.15, cosine)
+    assert list(np.argsort(-adjusted)) == [1, 0, 2]
+    assert older_answers(relevance, created, 0.15, cosine).tolist() == [True, False, False]
