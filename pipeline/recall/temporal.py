@@ -2,9 +2,13 @@
 to a moment: the window a query names (``parse_time_window``, relative to the query's ``at``) and
 every date a turn refers to (``time_references``, relative to the turn's event time).
 
-Rules, not dateparser: dateparser resolves one *date* ("last week" → a single instant) rather than
-a *window*, and it reads the wall clock unless every call is given a base; a few dozen regexes are
-deterministic, cover English and Chinese, and say exactly which window they mean.
+A rule table first: dateparser resolves one *date* ("last week" → a single instant) rather than
+a *window*, and misreads some phrases ("on the 3rd" as March, "5月3日" as December), while a few
+dozen regexes are deterministic, cover English and Chinese, and say exactly which window they
+mean. A query the table finds nothing in is then read by dateparser (``_library_window``), which
+knows the many phrasings no table lists ("Tuesday night", "a fortnight ago", "on Sat", "last
+tues", "周二"); its date becomes the calendar day or week it names. Turns are not read by it: at
+tens of milliseconds a text it would cost ingest its throughput.
 
 Windows are half-open ``[start, end)`` in the timezone of ``at``. Calendar words mean calendar
 units: "last week" is the previous Monday–Sunday week, "last month" the previous calendar month.
@@ -19,6 +23,7 @@ same day relative to their own moment.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -709,6 +714,115 @@ def _anchored(text: str, references: list[TimeReference]) -> list[TimeReference]
 
 
 def parse_time_window(query: str, at: datetime) -> TimeWindow | None:
-    """The window the query names, relative to ``at``; the leftmost (then longest) phrase wins."""
+    """The window the query names, relative to ``at``; the leftmost (then longest) phrase wins.
+
+    The rule table decides when it finds a phrase; otherwise dateparser may (``_library_window``).
+    """
     references = time_references(query, at)
-    return references[0].window if references else None
+    if references:
+        return references[0].window
+    return _library_window(query, at)
+
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+# The parts of dateparser's own locale data that name a day, a week or a span of them: a query
+# with none of their words (or a digit) gives it nothing to read.
+_DATE_WORD_KEYS = (
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "week",
+    "day",
+    "fortnight",
+    "morning",
+    "afternoon",
+    "evening",
+    "night",
+    "ago",
+)
+
+
+@functools.cache
+def _date_words(language: str) -> frozenset[str]:
+    """Date words of dateparser's ``language`` locale (loaded once, on first use: ~2 s)."""
+    from dateparser.languages.loader import default_loader
+
+    info = default_loader.get_locale(language).info
+    words = {word.lower() for key in _DATE_WORD_KEYS for word in info.get(key, [])}
+    for phrases in info.get("relative-type", {}).values():
+        words.update(phrase.lower() for phrase in phrases)
+    return frozenset(word for word in words if word.strip())
+
+
+_LATIN_WORD = re.compile(r"[a-z]+")
+
+
+@functools.cache
+def _skip_words(language: str) -> frozenset[str]:
+    from dateparser.languages.loader import default_loader
+
+    return frozenset(default_loader.get_locale(language).info.get("skip", []))
+
+
+def _meaningful(phrase: str, language: str) -> str:
+    """The phrase without the words dateparser itself skips ("sat at" → "sat", "on Sat" → "Sat")."""
+    skip = _skip_words(language)
+    return " ".join(word for word in phrase.split() if word.lower() not in skip)
+
+
+def _has_date_word(query: str, language: str) -> bool:
+    if any(char.isdigit() for char in query):
+        return True
+    words = _date_words(language)
+    if language == "zh":
+        return any(word in query for word in words)
+    lowered = query.lower()
+    tokens = set(_LATIN_WORD.findall(lowered))
+    # Single words by lookup; the library's few multi-word phrases ("till date") by search.
+    return any((word in tokens) if " " not in word else (word in lowered) for word in words)
+
+
+# A Latin phrase this short, less the words dateparser skips, is as often a word as a date ("we"
+# read as Wednesday, "sat at" as Saturday); "last sat" and "Tuesday" are long enough.
+_MIN_LATIN_PHRASE = 4
+
+
+def _library_window(query: str, at: datetime) -> TimeWindow | None:
+    """The past day or week dateparser finds in ``query``, relative to ``at``, else None.
+
+    Only day and week readings count: month and year names are the table's, and dateparser's
+    month readings are where it errs ("about March" in "March for Science", "may I ask"). A date
+    that is the query moment itself is "now" or "现在", no window. Dates are read in ``at``'s
+    own timezone and preferred in the past, as a question about what happened is.
+    """
+    if at.tzinfo is None:
+        raise NaiveTime("at: a timezone-aware datetime is required")
+    language = "zh" if _CJK.search(query) else "en"
+    if not _has_date_word(query, language):
+        return None  # most queries name no date: a set lookup instead of a ~20 ms search
+    from dateparser.date import DateDataParser
+    from dateparser.search import search_dates
+
+    languages = [language]
+    local = at.replace(tzinfo=None)
+    settings = {"RELATIVE_BASE": local, "PREFER_DATES_FROM": "past"}
+    found = search_dates(query, languages=languages, settings=settings) or []
+    reader = DateDataParser(languages=languages, settings=settings)
+    for phrase, moment in found:
+        text = phrase.strip()
+        if not _CJK.search(text) and len(_meaningful(text, language)) < _MIN_LATIN_PHRASE:
+            continue
+        if moment == local or moment > local:
+            continue
+        period = reader.get_date_data(text).period
+        label = text
+        if period == "day":
+            return _day(at, (moment.date() - local.date()).days, label)
+        if period == "week":
+            day = _day(at, (moment.date() - local.date()).days, label)
+            return _week(day.start, 0, label)
+    return None
