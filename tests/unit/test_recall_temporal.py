@@ -285,3 +285,49 @@ def test_phrases_outside_the_table_are_read_by_the_library(
 )
 def test_the_library_reads_no_window_into_words(query: str) -> None:
     assert parse_time_window(query, AT) is None
+
+
+def _days(first: int, last: int) -> tuple[datetime, datetime]:
+    """Days ``first`` to ``last`` of May 2024, both included."""
+    return datetime(2024, 5, first, tzinfo=UTC), datetime(2024, 5, last + 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        # "Before last" is two units back, whatever the unit (AT is Wednesday 15 May).
+        ("what did we cook the night before last", *_days(13, 13)),
+        ("what did I do the weekend before last", *_days(4, 5)),
+        # Loose phrases: the week before today; the weekend just gone.
+        ("who did I run into the other day", *_days(8, 14)),
+        ("what did I read a few days ago", *_days(8, 14)),
+        ("前两天我去哪儿吃饭了？", *_days(8, 14)),
+        ("what did I do over the weekend", *_days(11, 12)),
+        ("周末去哪儿玩了？", *_days(11, 12)),
+        ("上个周末去哪儿玩了？", *_days(11, 12)),
+        # A day of the month alone, and dates in Chinese numerals.
+        ("what did I buy on the 9th?", *_days(9, 9)),
+        ("where was I on the 3rd of May", *_days(3, 3)),
+        ("我五月三号去了哪里？", *_days(3, 3)),
+        ("昨儿个晚上吃的啥", *_days(14, 14)),
+    ],
+)
+def test_more_of_the_calendar(query: str, start: datetime, end: datetime) -> None:
+    window = parse_time_window(query, AT)
+    assert window is not None, query
+    assert (window.start, window.end) == (start, end)
+
+
+def test_the_week_before_last_crosses_a_month() -> None:
+    window = parse_time_window("the week before last", AT)
+    assert window is not None
+    assert (window.start, window.end) == (
+        datetime(2024, 4, 29, tzinfo=UTC),
+        datetime(2024, 5, 6, tzinfo=UTC),
+    )
+
+
+def test_loose_phrases_bound_a_question_but_date_no_turn() -> None:
+    assert time_references("I saw her the other day, over the weekend, on the 9th.", AT) == []
+    assert time_references("我喜欢周末去爬山", AT) == []
+    assert parse_time_window("who lives on the 3rd floor", AT) is None
