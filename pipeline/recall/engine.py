@@ -37,6 +37,7 @@ from pipeline.recall.routing import (
     classify,
     seeks_recency,
     speakers_named,
+    without_time_cues,
 )
 from pipeline.recall.scoring import (
     DEFAULT_TUNING,
@@ -189,7 +190,7 @@ class RecallEngine:
             for i, text in enumerate(texts)
         ]
         # The time phrase found its own path; as keywords "last week" would match any "week".
-        lexical = plain if self.tuning.speaker_names != "keep" else query
+        lexical = without_time_cues(plain if self.tuning.speaker_names != "keep" else query)
         tokens = search_terms(lexical.replace(window.label, " ") if window else lexical)
 
         explicit = list(dict.fromkeys(regions)) if regions else None

@@ -6,6 +6,7 @@ from pipeline.recall.routing import (
     classify,
     seeks_recency,
     speakers_named,
+    without_time_cues,
 )
 
 
@@ -82,7 +83,13 @@ def test_seeks_recency(query: str, recent: bool) -> None:
         ("What forum did Tim join recently?", False),  # an event, not a value that changed
         ("What new food places have I tried?", False),
         ("Where do I live?", False),
-        ("你还记得我们上次去哪了吗？", False),  # "do you remember", not "still"
+        ("你还记得我们去哪了吗？", False),  # "do you remember", not "still"
+        # The latest instance is asked for: "the last", "last time", 上次.
+        ("What's the last film we watched?", True),
+        ("What did I order last time?", True),
+        ("我们上次去哪了？", True),
+        ("What's my last name?", False),
+        ("What did we do last summer?", False),
         ("我住在哪里？", False),
     ],
 )
@@ -127,3 +134,11 @@ def test_zuijin_alone_asks_what_holds_now_not_for_episodes() -> None:
         classify("我最近在学弹什么乐器？").confidence < 0.3
     )
     assert classify("最近三天我说了什么").route == "episodic"
+
+
+def test_time_cues_are_no_keywords() -> None:
+    assert without_time_cues("is rhodri still my boss?").split() == ["is", "rhodri", "my", "boss?"]
+    assert "last" not in without_time_cues("What's the last book I read?")
+    assert without_time_cues("我这阵子在学啥乐器？") == "我 在学啥乐器？"
+    # The "still ... ?" construction of Chinese is a cue for the route, not removed as words.
+    assert without_time_cues("我还在减肥吗？") == "我还在减肥吗？"
