@@ -33,6 +33,7 @@ from pipeline.recall.neighbours import follow_ups
 from pipeline.recall.routing import (
     RouteDecision,
     asks_current_value,
+    asks_latest,
     asks_when,
     classify,
     seeks_recency,
@@ -359,6 +360,8 @@ class RecallEngine:
         # ("now" inside "in May 2023"?) decides alone.
         current_margin = self.tuning.current_value_margin
         current = window is None and current_margin is not None and asks_current_value(query)
+        # "The last book I read", 上次: newest first too, but the earlier ones are not outdated.
+        latest = window is None and current_margin is not None and asks_latest(query)
         when_bonus = self.tuning.when_time_bonus if asks_when(query) else 0.0
         named = speakers_named(query, view.speakers) if self.tuning.speaker_focus_factor < 1 else []
         focus = named[0] if len(named) == 1 else None
@@ -482,9 +485,9 @@ class RecallEngine:
             scores = final_score(
                 rel, view.importance[slots], fresh, self.policy, self.tuning, wants_recent=recent
             )
-            if current and current_margin is not None:
+            if (current or latest) and current_margin is not None:
                 scores = newest_first(rel, created, scores, current_margin, cosines)
-                if not include_history and self.tuning.current_value_drops_older:
+                if current and not include_history and self.tuning.current_value_drops_older:
                     # The value that held before the newest answer is not offered as current.
                     now = ~older_answers(rel, created, current_margin, cosines)
                     kept = [pair for pair, ok in zip(kept, now.tolist(), strict=True) if ok]

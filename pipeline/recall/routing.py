@@ -194,9 +194,9 @@ _LATEST_WORDS = (
     r"|\blast time\b|上回|上次|最近一次|最后一次"
 )
 _CURRENT_VALUE = re.compile(
-    rf"{_NOW_WORDS}|{_LATEST_WORDS}|还(?!记得)[^，。,.？?！!]{{0,16}}(?:吗|么|没有|不)",
-    re.IGNORECASE,
+    rf"{_NOW_WORDS}|还(?!记得)[^，。,.？?！!]{{0,16}}(?:吗|么|没有|不)", re.IGNORECASE
 )
+_LATEST = re.compile(_LATEST_WORDS, re.IGNORECASE)
 _TIME_CUES = re.compile(rf"{_NOW_WORDS}|{_LATEST_WORDS}", re.IGNORECASE)
 
 
@@ -208,6 +208,13 @@ def without_time_cues(query: str) -> str:
     Rhodri still my boss?"), which is often the old value.
     """
     return _TIME_CUES.sub(" ", query)
+
+
+def asks_latest(query: str) -> bool:
+    """True when the query asks for the newest instance ("the last book I read", "last time",
+    上次): the newest of the equally good answers comes first, the earlier ones stay (an earlier
+    trip did not stop being true, unlike an earlier address)."""
+    return _LATEST.search(query) is not None
 
 
 def asks_current_value(query: str) -> bool:

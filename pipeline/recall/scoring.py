@@ -233,20 +233,22 @@ def older_answers(
     margin: float,
     cosine: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.bool_]:
-    """The members of a current-value query's ``answer_group`` other than the newest: what held
-    before the newest of the about-equally good answers.
+    """What held before the newest member of a current-value query's ``answer_group``: the
+    members within ``margin`` of the best relevance that are older than it.
 
     "What do we use for CI these days?" asked after "our CI runs on Jenkins" and, later, "all our
     CI pipelines live in GitHub Actions": both answer it about equally well, the newer is the
     answer now, and the older offered beside it reads as still true. The engine leaves these out
-    of a current-value answer unless history is asked for. Equal times keep every member.
+    of a current-value answer unless history is asked for. A member that is only as close in
+    meaning is ordered with the group but never left out: leaving out needs the stronger
+    evidence of matching the question as well as the best answer. Equal times keep every member.
     """
     older = np.zeros(relevance.size, dtype=np.bool_)
     if relevance.size == 0:
         return older
-    group = answer_group(relevance, margin, cosine)
-    newest = float(created[group].max())
-    older[group & (created < newest)] = True
+    newest = float(created[answer_group(relevance, margin, cosine)].max())
+    matches = relevance >= float(relevance.max()) - margin
+    older[matches & (created < newest)] = True
     return older
 
 

@@ -2,6 +2,7 @@ import pytest
 
 from pipeline.recall.routing import (
     asks_current_value,
+    asks_latest,
     asks_when,
     classify,
     seeks_recency,
@@ -84,12 +85,6 @@ def test_seeks_recency(query: str, recent: bool) -> None:
         ("What new food places have I tried?", False),
         ("Where do I live?", False),
         ("你还记得我们去哪了吗？", False),  # "do you remember", not "still"
-        # The latest instance is asked for: "the last", "last time", 上次.
-        ("What's the last film we watched?", True),
-        ("What did I order last time?", True),
-        ("我们上次去哪了？", True),
-        ("What's my last name?", False),
-        ("What did we do last summer?", False),
         ("我住在哪里？", False),
     ],
 )
@@ -142,3 +137,22 @@ def test_time_cues_are_no_keywords() -> None:
     assert without_time_cues("我这阵子在学啥乐器？") == "我 在学啥乐器？"
     # The "still ... ?" construction of Chinese is a cue for the route, not removed as words.
     assert without_time_cues("我还在减肥吗？") == "我还在减肥吗？"
+
+
+@pytest.mark.parametrize(
+    ("query", "latest"),
+    [
+        ("What's the last film we watched?", True),
+        ("What did I order last time?", True),
+        ("What was my most recent trip?", True),
+        ("我们上次去哪了？", True),
+        ("上回露营感觉怎么样？", True),
+        ("What's my last name?", False),
+        ("What did we do last summer?", False),
+        ("Where do I live now?", False),  # a current value, not an instance
+    ],
+)
+def test_asks_latest(query: str, latest: bool) -> None:
+    assert asks_latest(query) is latest
+    # An instance is no value that changed: the earlier ones stay in the answer.
+    assert not (latest and asks_current_value(query))

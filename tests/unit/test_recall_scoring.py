@@ -179,3 +179,16 @@ def test_a_new_value_close_in_meaning_joins_the_group_though_it_shares_no_words(
     adjusted = newest_first(relevance, created, scores, 0.15, cosine)
     assert list(np.argsort(-adjusted)) == [1, 0, 2]
     assert older_answers(relevance, created, 0.15, cosine).tolist() == [True, False, False]
+
+
+def test_a_member_only_close_in_meaning_is_ordered_but_never_left_out() -> None:
+    import numpy as np
+
+    # 0: the old value (best relevance); 1: the new value, close in meaning only; 2: a newer
+    # remark as close in meaning (a weak encoder's neighbour), said after the new value.
+    relevance = np.array([0.80, 0.55, 0.58])
+    cosine = np.array([0.50, 0.45, 0.52])
+    created = np.array([100.0, 200.0, 300.0])
+    # The old value held before the newest member and goes; the new value is only as close in
+    # meaning, so it stays in the answer although a newer member exists.
+    assert older_answers(relevance, created, 0.15, cosine).tolist() == [True, False, False]
