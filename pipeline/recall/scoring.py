@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.memory.rules import decay
+from pipeline.memory.rules.decay import SECONDS_PER_DAY
 from pipeline.recall.ann import AnnParams
 from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
 from pipeline.runtime.settings import RecallPolicy
@@ -184,19 +185,29 @@ def answer_group(
     relevance: npt.NDArray[np.float64],
     margin: float,
     cosine: npt.NDArray[np.float64] | None = None,
+    created: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.bool_]:
     """The candidates that answer a current-value query about as well as its best answer.
 
-    Within ``margin`` of the best relevance, or within ``margin`` of the best dense cosine: the
-    statement of a new value seldom repeats the question's words ("What race am I training for?"
-    → "Signed up for a triathlon in Krakow"), so the lexical evidence that lifts the old
-    statement ("Training for the Chicago marathon") says nothing about which answer holds now,
-    while the meaning the two share with the question does.
+    Within ``margin`` of the best relevance, or within ``margin`` of the best dense cosine and
+    said at least ``REPLACEMENT_GAP_DAYS`` after every one of the former: the statement of a new
+    value seldom repeats the question's words ("What race am I training for?" → "Signed up for a
+    triathlon in Krakow"), so the lexical evidence that lifts the old statement ("Training for the
+    Chicago marathon") says nothing about which answer holds now, while the meaning the two share
+    with the question does. Meaning alone is weak evidence (a small encoder finds most short
+    Chinese remarks alike), so it counts only for what came later than the best answers, as a
+    replacement does, not for what was said beside them.
     """
     group = relevance >= float(relevance.max()) - margin
-    if cosine is not None and cosine.size:
-        group |= cosine >= float(cosine.max()) - margin
+    if cosine is not None and cosine.size and created is not None:
+        after = float(created[group].max()) + REPLACEMENT_GAP_DAYS * SECONDS_PER_DAY
+        group |= (cosine >= float(cosine.max()) - margin) & (created >= after)
     return group
+
+
+# A value that replaces another is said later, not in the same breath (days, in every
+# replacement we have seen); remarks from the same sitting stand beside each other.
+REPLACEMENT_GAP_DAYS = 1.0
 
 
 def newest_first(
@@ -218,7 +229,7 @@ def newest_first(
     """
     if relevance.size == 0:
         return scores
-    members = np.flatnonzero(answer_group(relevance, margin, cosine))
+    members = np.flatnonzero(answer_group(relevance, margin, cosine, created))
     # Newest first; equal times keep the better score first.
     order = members[np.lexsort((-scores[members], -created[members]))]
     top = float(scores[members].max())
@@ -246,7 +257,7 @@ def older_answers(
     older = np.zeros(relevance.size, dtype=np.bool_)
     if relevance.size == 0:
         return older
-    newest = float(created[answer_group(relevance, margin, cosine)].max())
+    newest = float(created[answer_group(relevance, margin, cosine, created)].max())
     matches = relevance >= float(relevance.max()) - margin
     older[matches & (created < newest)] = True
     return older
