@@ -33,10 +33,12 @@ from pipeline.recall.neighbours import follow_ups
 from pipeline.recall.routing import (
     RouteDecision,
     asks_current_value,
+    asks_latest,
     asks_when,
     classify,
     seeks_recency,
     speakers_named,
+    without_time_cues,
 )
 from pipeline.recall.scoring import (
     DEFAULT_TUNING,
@@ -189,7 +191,7 @@ class RecallEngine:
             for i, text in enumerate(texts)
         ]
         # The time phrase found its own path; as keywords "last week" would match any "week".
-        lexical = plain if self.tuning.speaker_names != "keep" else query
+        lexical = without_time_cues(plain if self.tuning.speaker_names != "keep" else query)
         tokens = search_terms(lexical.replace(window.label, " ") if window else lexical)
 
         explicit = list(dict.fromkeys(regions)) if regions else None
@@ -358,6 +360,8 @@ class RecallEngine:
         # ("now" inside "in May 2023"?) decides alone.
         current_margin = self.tuning.current_value_margin
         current = window is None and current_margin is not None and asks_current_value(query)
+        # "The last book I read", 上次: newest first too, but the earlier ones are not outdated.
+        latest = window is None and current_margin is not None and asks_latest(query)
         when_bonus = self.tuning.when_time_bonus if asks_when(query) else 0.0
         named = speakers_named(query, view.speakers) if self.tuning.speaker_focus_factor < 1 else []
         focus = named[0] if len(named) == 1 else None
@@ -421,8 +425,9 @@ class RecallEngine:
             def said_by(speaker: str) -> np.ndarray:
                 return np.array([who == speaker for who in speakers], dtype=np.bool_)
 
+            cosines = search.cosines(slots)
             rel = relevance(
-                search.cosines(slots),
+                cosines,
                 np.array([coverage.get(item.memory_id, 0.0) for item, _ in kept]),
                 np.array([entity_score.get(item.memory_id, 0.0) for item, _ in kept]),
                 np.array([item.rrf for item, _ in kept]) / ceiling,
@@ -480,11 +485,11 @@ class RecallEngine:
             scores = final_score(
                 rel, view.importance[slots], fresh, self.policy, self.tuning, wants_recent=recent
             )
-            if current and current_margin is not None:
-                scores = newest_first(rel, created, scores, current_margin)
-                if not include_history and self.tuning.current_value_drops_older:
+            if (current or latest) and current_margin is not None:
+                scores = newest_first(rel, created, scores, current_margin, cosines)
+                if current and not include_history and self.tuning.current_value_drops_older:
                     # The value that held before the newest answer is not offered as current.
-                    now = ~older_answers(rel, created, current_margin)
+                    now = ~older_answers(rel, created, current_margin, cosines)
                     kept = [pair for pair, ok in zip(kept, now.tolist(), strict=True) if ok]
                     rel, fresh, scores = rel[now], fresh[now], scores[now]
             return [

@@ -180,13 +180,42 @@ def seeks_recency(query: str) -> bool:
 # 最近 counts: without a number after it (a rolling window, "最近三天", which the time window
 # parser takes first) it reads "these days" ("我最近在读什么书？"), and newest-first also orders
 # a "what did I do recently" list sensibly (docs/BENCHMARKS.md, "Current-value questions").
-_CURRENT_VALUE = re.compile(
+_NOW_WORDS = (
     r"\b(?:now|right now|currently|current|nowadays|these days|at the moment|at present"
     r"|any ?more|still|as of now|from now on)\b"
     r"|现在|目前|当前|如今|此刻|这些天|这阵子|这段时间|最近|仍然|依然|仍旧"
-    r"|还(?!记得)[^，。,.？?！!]{0,16}(?:吗|么|没有|不)",
-    re.IGNORECASE,
 )
+# "The last book I read", "my most recent trip", 最近一次: the newest instance. Not "last
+# summer" or "last name": a time of year (not a calendar unit the window parser takes first) or
+# a name part. Not "last time" or 上次 either: "how did we fix it last time?" means on the
+# earlier occasion, whose fix is wanted, not the newest remark about the problem.
+_LATEST_WORDS = (
+    r"\b(?:the|my|our|your|his|her|their) (?:last|latest|most recent)\b"
+    r"(?!\s+(?:name|summer|winter|spring|autumn|fall|season)\b)"
+    r"|最近一次|最后一次"
+)
+_CURRENT_VALUE = re.compile(
+    rf"{_NOW_WORDS}|还(?!记得)[^，。,.？?！!]{{0,16}}(?:吗|么|没有|不)", re.IGNORECASE
+)
+_LATEST = re.compile(_LATEST_WORDS, re.IGNORECASE)
+_TIME_CUES = re.compile(rf"{_NOW_WORDS}|{_LATEST_WORDS}", re.IGNORECASE)
+
+
+def without_time_cues(query: str) -> str:
+    """The query without the words that ask *when* ("now", "still", "the last", 最近, 现在).
+
+    They say which of the answers is wanted, not what the answers are about: as keywords they
+    match whatever happens to say "still" or "last night" ("Still reporting to Rhodri" for "is
+    Rhodri still my boss?"), which is often the old value.
+    """
+    return _TIME_CUES.sub(" ", query)
+
+
+def asks_latest(query: str) -> bool:
+    """True when the query asks for the newest instance ("the last book I read", 最近一次): the
+    newest of the equally good answers comes first, the earlier ones stay (an earlier trip did
+    not stop being true, unlike an earlier address)."""
+    return _LATEST.search(query) is not None
 
 
 def asks_current_value(query: str) -> bool:

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.memory.rules import decay
+from pipeline.memory.rules.decay import SECONDS_PER_DAY
 from pipeline.recall.ann import AnnParams
 from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
 from pipeline.runtime.settings import RecallPolicy
@@ -180,26 +181,55 @@ def relevance(
     return (1.0 - tuning.consensus_share) * evidence + tuning.consensus_share * share  # type: ignore[no-any-return]
 
 
+def answer_group(
+    relevance: npt.NDArray[np.float64],
+    margin: float,
+    cosine: npt.NDArray[np.float64] | None = None,
+    created: npt.NDArray[np.float64] | None = None,
+) -> npt.NDArray[np.bool_]:
+    """The candidates that answer a current-value query about as well as its best answer.
+
+    Within ``margin`` of the best relevance, or within ``margin`` of the best dense cosine and
+    said at least ``REPLACEMENT_GAP_DAYS`` after every one of the former: the statement of a new
+    value seldom repeats the question's words ("What race am I training for?" → "Signed up for a
+    triathlon in Krakow"), so the lexical evidence that lifts the old statement ("Training for the
+    Chicago marathon") says nothing about which answer holds now, while the meaning the two share
+    with the question does. Meaning alone is weak evidence (a small encoder finds most short
+    Chinese remarks alike), so it counts only for what came later than the best answers, as a
+    replacement does, not for what was said beside them.
+    """
+    group = relevance >= float(relevance.max()) - margin
+    if cosine is not None and cosine.size and created is not None:
+        after = float(created[group].max()) + REPLACEMENT_GAP_DAYS * SECONDS_PER_DAY
+        group |= (cosine >= float(cosine.max()) - margin) & (created >= after)
+    return group
+
+
+# A value that replaces another is said later, not in the same breath (days, in every
+# replacement we have seen); remarks from the same sitting stand beside each other.
+REPLACEMENT_GAP_DAYS = 1.0
+
+
 def newest_first(
     relevance: npt.NDArray[np.float64],
     created: npt.NDArray[np.float64],
     scores: npt.NDArray[np.float64],
     margin: float,
+    cosine: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
-    """Scores for a current-value query: the newest of the about-equally relevant answers first.
+    """Scores for a current-value query: the newest of the about-equally good answers first.
 
-    Candidates within ``margin`` of the best relevance answer the question about equally well
-    ("I'm learning the guitar" / later "these days it's the piano"); among them the newest is the
-    value that holds now. They take the group's best score, minus a hair per place in newest-first
-    order, so they stay together at the top (gap truncation keeps them) and everything else keeps
-    its own score. Supersession already hides a value a triplet contradicts; this orders the ones
-    no rule could pair. ``created`` is epoch seconds; the as-of filter ran before, so "newest"
+    The candidates of ``answer_group`` answer the question about equally well ("I'm learning the
+    guitar" / later "these days it's the piano"); among them the newest is the value that holds
+    now. They take the group's best score, minus a hair per place in newest-first order, so they
+    stay together at the top (gap truncation keeps them) and everything else keeps its own
+    score. Supersession already hides a value a triplet contradicts; this orders the ones no
+    rule could pair. ``created`` is epoch seconds; the as-of filter ran before, so "newest"
     means newest as of the query time.
     """
     if relevance.size == 0:
         return scores
-    group = relevance >= float(relevance.max()) - margin
-    members = np.flatnonzero(group)
+    members = np.flatnonzero(answer_group(relevance, margin, cosine, created))
     # Newest first; equal times keep the better score first.
     order = members[np.lexsort((-scores[members], -created[members]))]
     top = float(scores[members].max())
@@ -209,22 +239,27 @@ def newest_first(
 
 
 def older_answers(
-    relevance: npt.NDArray[np.float64], created: npt.NDArray[np.float64], margin: float
+    relevance: npt.NDArray[np.float64],
+    created: npt.NDArray[np.float64],
+    margin: float,
+    cosine: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.bool_]:
-    """The members of a current-value query's newest-first group (``newest_first``) other than
-    the newest: what held before the newest of the about-equally good answers.
+    """What held before the newest member of a current-value query's ``answer_group``: the
+    members within ``margin`` of the best relevance that are older than it.
 
     "What do we use for CI these days?" asked after "our CI runs on Jenkins" and, later, "all our
     CI pipelines live in GitHub Actions": both answer it about equally well, the newer is the
     answer now, and the older offered beside it reads as still true. The engine leaves these out
-    of a current-value answer unless history is asked for. Equal times keep every member.
+    of a current-value answer unless history is asked for. A member that is only as close in
+    meaning is ordered with the group but never left out: leaving out needs the stronger
+    evidence of matching the question as well as the best answer. Equal times keep every member.
     """
     older = np.zeros(relevance.size, dtype=np.bool_)
     if relevance.size == 0:
         return older
-    group = relevance >= float(relevance.max()) - margin
-    newest = float(created[group].max())
-    older[group & (created < newest)] = True
+    newest = float(created[answer_group(relevance, margin, cosine, created)].max())
+    matches = relevance >= float(relevance.max()) - margin
+    older[matches & (created < newest)] = True
     return older
 
 

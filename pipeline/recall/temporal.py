@@ -2,9 +2,13 @@
 to a moment: the window a query names (``parse_time_window``, relative to the query's ``at``) and
 every date a turn refers to (``time_references``, relative to the turn's event time).
 
-Rules, not dateparser: dateparser resolves one *date* ("last week" → a single instant) rather than
-a *window*, and it reads the wall clock unless every call is given a base; a few dozen regexes are
-deterministic, cover English and Chinese, and say exactly which window they mean.
+A rule table first: dateparser resolves one *date* ("last week" → a single instant) rather than
+a *window*, and misreads some phrases ("on the 3rd" as March, "5月3日" as December), while a few
+dozen regexes are deterministic, cover English and Chinese, and say exactly which window they
+mean. A query the table finds nothing in is then read by dateparser (``_library_window``), which
+knows the many phrasings no table lists ("Tuesday night", "a fortnight ago", "on Sat", "last
+tues", "周二"); its date becomes the calendar day or week it names. Turns are not read by it: at
+tens of milliseconds a text it would cost ingest its throughput.
 
 Windows are half-open ``[start, end)`` in the timezone of ``at``. Calendar words mean calendar
 units: "last week" is the previous Monday–Sunday week, "last month" the previous calendar month.
@@ -19,6 +23,7 @@ same day relative to their own moment.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -326,10 +331,39 @@ class _Rule:
     build: Matcher
     # The phrase spells the date out ("8 May 2023", "2023年5月"): nothing to resolve in a turn.
     explicit: bool = False
+    # A loose phrase ("the other day", "over the weekend", 前几天): it bounds what a question
+    # asks about, but is too vague (or, in a turn, too often ahead: "over the weekend I'll...")
+    # to note as the date a turn refers to.
+    query_only: bool = False
 
 
-def _rule(pattern: str, build: Matcher, *, explicit: bool = False) -> _Rule:
-    return _Rule(re.compile(pattern, re.IGNORECASE), build, explicit)
+def _rule(
+    pattern: str, build: Matcher, *, explicit: bool = False, query_only: bool = False
+) -> _Rule:
+    return _Rule(re.compile(pattern, re.IGNORECASE), build, explicit, query_only)
+
+
+def _days_before(at: datetime, days: int, label: str) -> TimeWindow:
+    """The ``days`` whole days before ``at``'s own day ("the other day": not today)."""
+    end = _day_start(at)
+    return TimeWindow(end - timedelta(days=days), end, label)
+
+
+def _latest_weekend(at: datetime, label: str) -> TimeWindow:
+    """The weekend ``at`` is in, else the one just gone ("what did I do over the weekend")."""
+    return _weekend(at, 0 if at.weekday() >= 5 else -1, label)
+
+
+def _before_last(at: datetime, unit: str, label: str) -> TimeWindow:
+    """Two units back: "the week before last", "the night before last"."""
+    unit = unit.lower()
+    if unit == "weekend":
+        return _weekend(at, -2, label)
+    return _shift_unit(at, 2, "day" if unit == "night" else unit, label)
+
+
+# "The other day", 前几天: somewhere in the last week, not today.
+_RECENT_DAYS = 7
 
 
 _EN_COUNT = r"(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a couple of)"
@@ -350,6 +384,27 @@ def _zh_range(m: re.Match[str], at: datetime) -> TimeWindow | None:
     start = _calendar_date(year, first_month, first_day, at)
     last = _calendar_date(end_year, second_month, int(m[5]), at)
     return _span(start, last, _label(m)) if start and last else None
+
+
+def _day_of_latest_month(at: datetime, day: int, label: str) -> TimeWindow | None:
+    if not 1 <= day <= 31:
+        return None
+    year, month = at.year, at.month
+    for _ in range(3):  # a 31st may need to go back past shorter months
+        if (day <= at.day or (year, month) != (at.year, at.month)) and (
+            window := _date(year, month, day, at, label)
+        ):
+            return window
+        year, month = (year - 1, 12) if month == 1 else (year, month - 1)
+    return None
+
+
+def _zh_month_day(m: re.Match[str], at: datetime) -> TimeWindow | None:
+    """五月三号, 十二月二十五日: a date in Chinese numerals, the latest one not after ``at``."""
+    month, day = parse_chinese_number(m[1]), parse_chinese_number(m[2])
+    if month is None or day is None:
+        return None
+    return _date(_latest_date_year(at, month, day), month, day, at, _label(m))
 
 
 def _label(match: re.Match[str]) -> str:
@@ -384,7 +439,7 @@ _RULES: tuple[_Rule, ...] = (
         explicit=True,
     ),
     _rule(
-        rf"\bon (\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_RE})\b",
+        rf"\bon (?:the )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_RE})\b",
         lambda m, at: _date(
             _latest_date_year(at, _MONTHS[m[2].lower()], int(m[1])),
             _MONTHS[m[2].lower()],
@@ -402,6 +457,13 @@ _RULES: tuple[_Rule, ...] = (
             at,
             _label(m),
         ),
+    ),
+    # "What did I do on the 3rd?": that day of the latest month it has passed in. Only when no
+    # word follows ("on the 3rd floor" is a place).
+    _rule(
+        r"\bon the (\d{1,2})(?:st|nd|rd|th)\b(?!\s*\w)",
+        lambda m, at: _day_of_latest_month(at, int(m[1]), _label(m)),
+        query_only=True,
     ),
     # Calendar spans: a range of days, the n-th week of a month, the early/mid/late part of one.
     _rule(
@@ -441,6 +503,20 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # ----- English: relative -----
     _rule(r"\bday before yesterday\b", lambda m, at: _day(at, -2, _label(m))),
+    _rule(
+        r"\b(?:the )?(night|week|weekend|month|year) before last\b",
+        lambda m, at: _before_last(at, m[1], _label(m)),
+    ),
+    _rule(
+        r"\b(?:the other day|a few days ago|(?:the )?(?:past|last) few days)\b",
+        lambda m, at: _days_before(at, _RECENT_DAYS, _label(m)),
+        query_only=True,
+    ),
+    _rule(
+        r"\b(?:over|at|on|during) the weekend\b",
+        lambda m, at: _latest_weekend(at, _label(m)),
+        query_only=True,
+    ),
     _rule(r"\b(?:yesterday|last night)\b", lambda m, at: _day(at, -1, _label(m))),
     _rule(
         r"\b(?:today|tonight|this morning|this afternoon|this evening)\b",
@@ -519,6 +595,11 @@ _RULES: tuple[_Rule, ...] = (
         explicit=True,
     ),
     _rule(
+        r"(?<![\d〇一二两三四五六七八九十])([一二三四五六七八九十]{1,2})月"
+        r"([一二三四五六七八九十]{1,3}|\d{1,2})[日号]",
+        lambda m, at: _zh_month_day(m, at),
+    ),
+    _rule(
         r"(?<!\d)(\d{1,2})月(\d{1,2})[日号]",
         lambda m, at: _date(
             _latest_date_year(at, int(m[1]), int(m[2])), int(m[1]), int(m[2]), at, _label(m)
@@ -543,7 +624,12 @@ _RULES: tuple[_Rule, ...] = (
     # ----- Chinese: relative -----
     _rule(r"大前天", lambda m, at: _day(at, -3, _label(m))),
     _rule(r"前天", lambda m, at: _day(at, -2, _label(m))),
-    _rule(r"昨天|昨日|昨晚", lambda m, at: _day(at, -1, _label(m))),
+    _rule(r"昨天|昨日|昨晚|昨儿", lambda m, at: _day(at, -1, _label(m))),
+    _rule(
+        r"前几天|前两天|前些天|几天前|前些日子",
+        lambda m, at: _days_before(at, _RECENT_DAYS, _label(m)),
+        query_only=True,
+    ),
     _rule(r"今天|今日|今早|今晚", lambda m, at: _day(at, 0, _label(m))),
     _rule(
         rf"(?:最近|过去|近)({_ZH_NUM})(天|周|个星期|个礼拜|个月|年)",
@@ -561,10 +647,16 @@ _RULES: tuple[_Rule, ...] = (
         r"(?:这|本)(?:周|星期|个星期|礼拜)([一二三四五六日天])",
         lambda m, at: _day(_week(at, 0, "").start, _WEEKDAYS_ZH[m[1]], _label(m)),
     ),
-    _rule(rf"上{_ZH_WEEK}末", lambda m, at: _weekend(at, -1, _label(m))),
-    # A bare "周末" is habitual as often as not ("我喜欢周末去爬山"): only "这周末" is a date.
+    _rule(rf"上个?{_ZH_WEEK}末", lambda m, at: _weekend(at, -1, _label(m))),
     _rule(rf"(?:这|本)个?{_ZH_WEEK}末", lambda m, at: _weekend(at, 0, _label(m))),
-    _rule(rf"下{_ZH_WEEK}末", lambda m, at: _weekend(at, 1, _label(m))),
+    # A bare "周末" is habitual as often as not in a turn ("我喜欢周末去爬山"); in a question it
+    # is the weekend just gone, as "over the weekend" is.
+    _rule(
+        rf"(?<![上下这本个]){_ZH_WEEK}末",
+        lambda m, at: _latest_weekend(at, _label(m)),
+        query_only=True,
+    ),
+    _rule(rf"下个?{_ZH_WEEK}末", lambda m, at: _weekend(at, 1, _label(m))),
     _rule(r"上上(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, -2, _label(m))),
     _rule(r"上(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, -1, _label(m))),
     _rule(r"(?:这|本)(?:周|星期|个星期|礼拜|个礼拜)", lambda m, at: _week(at, 0, _label(m))),
@@ -626,12 +718,13 @@ def _before(anchor: datetime, count: int, unit: str, label: str) -> TimeWindow:
     return _shift_unit(anchor, count, unit, label)
 
 
-def time_references(text: str, at: datetime) -> list[TimeReference]:
+def time_references(text: str, at: datetime, *, query: bool = False) -> list[TimeReference]:
     """Every time phrase in ``text`` resolved against ``at``, left to right, none overlapping.
 
     Where phrases overlap the leftmost wins, then the longest ("last Friday" over "Friday"), then
     the earlier rule. A unit "before" a spelled-out date counts back from that date ("the week
-    before 9 June 2023"). Pure: the same text and moment always give the same references (I2).
+    before 9 June 2023"). Loose phrases ("the other day") count only in a ``query``. Pure: the
+    same text and moment always give the same references (I2).
     """
     if at.tzinfo is None:
         raise NaiveTime("at: a timezone-aware datetime is required")
@@ -639,6 +732,8 @@ def time_references(text: str, at: datetime) -> list[TimeReference]:
         return []  # most texts name no time: one scan instead of every rule's
     found: list[tuple[int, int, int, TimeReference]] = []
     for order, rule in enumerate(_RULES):
+        if rule.query_only and not query:
+            continue
         for match in rule.pattern.finditer(text):
             window = rule.build(match, at)
             if window is not None:
@@ -709,6 +804,115 @@ def _anchored(text: str, references: list[TimeReference]) -> list[TimeReference]
 
 
 def parse_time_window(query: str, at: datetime) -> TimeWindow | None:
-    """The window the query names, relative to ``at``; the leftmost (then longest) phrase wins."""
-    references = time_references(query, at)
-    return references[0].window if references else None
+    """The window the query names, relative to ``at``; the leftmost (then longest) phrase wins.
+
+    The rule table decides when it finds a phrase; otherwise dateparser may (``_library_window``).
+    """
+    references = time_references(query, at, query=True)
+    if references:
+        return references[0].window
+    return _library_window(query, at)
+
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+# The parts of dateparser's own locale data that name a day, a week or a span of them: a query
+# with none of their words (or a digit) gives it nothing to read.
+_DATE_WORD_KEYS = (
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "week",
+    "day",
+    "fortnight",
+    "morning",
+    "afternoon",
+    "evening",
+    "night",
+    "ago",
+)
+
+
+@functools.cache
+def _date_words(language: str) -> frozenset[str]:
+    """Date words of dateparser's ``language`` locale (loaded once, on first use: ~2 s)."""
+    from dateparser.languages.loader import default_loader
+
+    info = default_loader.get_locale(language).info
+    words = {word.lower() for key in _DATE_WORD_KEYS for word in info.get(key, [])}
+    for phrases in info.get("relative-type", {}).values():
+        words.update(phrase.lower() for phrase in phrases)
+    return frozenset(word for word in words if word.strip())
+
+
+_LATIN_WORD = re.compile(r"[a-z]+")
+
+
+@functools.cache
+def _skip_words(language: str) -> frozenset[str]:
+    from dateparser.languages.loader import default_loader
+
+    return frozenset(default_loader.get_locale(language).info.get("skip", []))
+
+
+def _meaningful(phrase: str, language: str) -> str:
+    """The phrase without the words dateparser itself skips ("sat at" → "sat", "on Sat" → "Sat")."""
+    skip = _skip_words(language)
+    return " ".join(word for word in phrase.split() if word.lower() not in skip)
+
+
+def _has_date_word(query: str, language: str) -> bool:
+    if any(char.isdigit() for char in query):
+        return True
+    words = _date_words(language)
+    if language == "zh":
+        return any(word in query for word in words)
+    lowered = query.lower()
+    tokens = set(_LATIN_WORD.findall(lowered))
+    # Single words by lookup; the library's few multi-word phrases ("till date") by search.
+    return any((word in tokens) if " " not in word else (word in lowered) for word in words)
+
+
+# A Latin phrase this short, less the words dateparser skips, is as often a word as a date ("we"
+# read as Wednesday, "sat at" as Saturday); "last sat" and "Tuesday" are long enough.
+_MIN_LATIN_PHRASE = 4
+
+
+def _library_window(query: str, at: datetime) -> TimeWindow | None:
+    """The past day or week dateparser finds in ``query``, relative to ``at``, else None.
+
+    Only day and week readings count: month and year names are the table's, and dateparser's
+    month readings are where it errs ("about March" in "March for Science", "may I ask"). A date
+    that is the query moment itself is "now" or "现在", no window. Dates are read in ``at``'s
+    own timezone and preferred in the past, as a question about what happened is.
+    """
+    if at.tzinfo is None:
+        raise NaiveTime("at: a timezone-aware datetime is required")
+    language = "zh" if _CJK.search(query) else "en"
+    if not _has_date_word(query, language):
+        return None  # most queries name no date: a set lookup instead of a ~20 ms search
+    from dateparser.date import DateDataParser
+    from dateparser.search import search_dates
+
+    languages = [language]
+    local = at.replace(tzinfo=None)
+    settings = {"RELATIVE_BASE": local, "PREFER_DATES_FROM": "past"}
+    found = search_dates(query, languages=languages, settings=settings) or []
+    reader = DateDataParser(languages=languages, settings=settings)
+    for phrase, moment in found:
+        text = phrase.strip()
+        if not _CJK.search(text) and len(_meaningful(text, language)) < _MIN_LATIN_PHRASE:
+            continue
+        if moment == local or moment > local:
+            continue
+        period = reader.get_date_data(text).period
+        label = text
+        if period == "day":
+            return _day(at, (moment.date() - local.date()).days, label)
+        if period == "week":
+            day = _day(at, (moment.date() - local.date()).days, label)
+            return _week(day.start, 0, label)
+    return None

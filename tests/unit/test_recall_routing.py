@@ -2,10 +2,12 @@ import pytest
 
 from pipeline.recall.routing import (
     asks_current_value,
+    asks_latest,
     asks_when,
     classify,
     seeks_recency,
     speakers_named,
+    without_time_cues,
 )
 
 
@@ -82,7 +84,7 @@ def test_seeks_recency(query: str, recent: bool) -> None:
         ("What forum did Tim join recently?", False),  # an event, not a value that changed
         ("What new food places have I tried?", False),
         ("Where do I live?", False),
-        ("你还记得我们上次去哪了吗？", False),  # "do you remember", not "still"
+        ("你还记得我们去哪了吗？", False),  # "do you remember", not "still"
         ("我住在哪里？", False),
     ],
 )
@@ -127,3 +129,30 @@ def test_zuijin_alone_asks_what_holds_now_not_for_episodes() -> None:
         classify("我最近在学弹什么乐器？").confidence < 0.3
     )
     assert classify("最近三天我说了什么").route == "episodic"
+
+
+def test_time_cues_are_no_keywords() -> None:
+    assert without_time_cues("is rhodri still my boss?").split() == ["is", "rhodri", "my", "boss?"]
+    assert "last" not in without_time_cues("What's the last book I read?")
+    assert without_time_cues("我这阵子在学啥乐器？") == "我 在学啥乐器？"
+    # The "still ... ?" construction of Chinese is a cue for the route, not removed as words.
+    assert without_time_cues("我还在减肥吗？") == "我还在减肥吗？"
+
+
+@pytest.mark.parametrize(
+    ("query", "latest"),
+    [
+        ("What's the last film we watched?", True),
+        ("What was my most recent trip?", True),
+        ("我最后一次去医院是为了什么？", True),
+        ("How did we fix that build failure last time?", False),  # the earlier occasion
+        ("上次那个502的bug是怎么修的？", False),
+        ("What's my last name?", False),
+        ("What did we do last summer?", False),
+        ("Where do I live now?", False),  # a current value, not an instance
+    ],
+)
+def test_asks_latest(query: str, latest: bool) -> None:
+    assert asks_latest(query) is latest
+    # An instance is no value that changed: the earlier ones stay in the answer.
+    assert not (latest and asks_current_value(query))

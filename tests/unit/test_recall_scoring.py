@@ -7,6 +7,7 @@ from recall_support import AT, history, make_record
 from pipeline.memory.rules.decay import freshness
 from pipeline.recall.scoring import (
     activation_at,
+    answer_group,
     final_score,
     newest_first,
     older_answers,
@@ -161,3 +162,47 @@ def test_newest_first_with_no_margin_keeps_only_the_best_on_top() -> None:
     scores = np.array([0.6, 0.5])
     assert list(newest_first(relevance, created, scores, margin=0.0)) == [0.6, 0.5]
     assert newest_first(np.array([]), np.array([]), np.array([]), margin=0.1).size == 0
+
+
+def test_a_new_value_close_in_meaning_joins_the_group_though_it_shares_no_words() -> None:
+    import numpy as np
+
+    day = 86_400.0
+    # 0: the old value, lifted by the question's words ("learning ... guitar");
+    # 1: the new value in other words, a month later: low relevance, but its cosine is close to
+    # the best one; 2: an unrelated newer remark, far in meaning too.
+    relevance = np.array([0.70, 0.42, 0.30])
+    cosine = np.array([0.45, 0.38, 0.15])
+    created = np.array([0.0, 30.0, 60.0]) * day
+    scores = np.array([0.62, 0.45, 0.35])
+    assert answer_group(relevance, 0.15).tolist() == [True, False, False]
+    assert answer_group(relevance, 0.15, cosine, created).tolist() == [True, True, False]
+    adjusted = newest_first(relevance, created, scores, 0.15, cosine)
+    assert list(np.argsort(-adjusted)) == [1, 0, 2]
+    assert older_answers(relevance, created, 0.15, cosine).tolist() == [True, False, False]
+
+
+def test_closeness_in_meaning_counts_only_for_what_came_later() -> None:
+    import numpy as np
+
+    # Four facts told in one sitting ("I live in Hangzhou", "I drive a Civic", ...): a weak
+    # encoder finds the later ones as close to "which city do I live in now?" as the answer.
+    relevance = np.array([0.80, 0.55, 0.56])
+    cosine = np.array([0.60, 0.62, 0.58])
+    created = np.array([0.0, 1.0, 2.0])  # seconds apart
+    assert answer_group(relevance, 0.15, cosine, created).tolist() == [True, False, False]
+    assert older_answers(relevance, created, 0.15, cosine).tolist() == [False, False, False]
+
+
+def test_a_member_only_close_in_meaning_is_ordered_but_never_left_out() -> None:
+    import numpy as np
+
+    day = 86_400.0
+    # 0: the old value (best relevance); 1: the new value weeks later, close in meaning only;
+    # 2: a remark said right after it, as close in meaning (a weak encoder's neighbour).
+    relevance = np.array([0.80, 0.55, 0.58])
+    cosine = np.array([0.50, 0.45, 0.52])
+    created = np.array([0.0, 20.0 * day, 20.0 * day + 60.0])
+    # The old value held before the newest member and goes; the new value is only as close in
+    # meaning, so it stays in the answer although a newer member exists.
+    assert older_answers(relevance, created, 0.15, cosine).tolist() == [True, False, False]

@@ -236,3 +236,98 @@ def test_calendar_spans(query: str, start: datetime, end: datetime) -> None:
 
 def test_late_may_in_lower_case_is_a_verb() -> None:
     assert parse_time_window("sorry I was late may I come in", AT) is None
+
+
+def _day_of(day: int, month: int = 5) -> tuple[datetime, datetime]:
+    start = datetime(2024, month, day, tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        # Phrasings the rule table does not list, read by dateparser (AT is Wednesday 15 May).
+        ("what did I eat Tuesday night", *_day_of(14)),
+        ("what did we do Monday morning", *_day_of(13)),
+        ("what did I do sat night", *_day_of(11)),
+        ("what did i do last tues", *_day_of(14)),
+        ("what did I buy May 9th", *_day_of(9)),
+        ("where was I on the 3rd of May", *_day_of(3)),
+        ("星期二吃了什么", *_day_of(14)),
+        ("礼拜天做了什么", *_day_of(12)),
+        # A week reading becomes its Monday-Sunday week.
+        (
+            "what did i do a fortnight ago",
+            datetime(2024, 4, 29, tzinfo=UTC),
+            datetime(2024, 5, 6, tzinfo=UTC),
+        ),
+    ],
+)
+def test_phrases_outside_the_table_are_read_by_the_library(
+    query: str, start: datetime, end: datetime
+) -> None:
+    window = parse_time_window(query, AT)
+    assert window is not None
+    assert (window.start, window.end) == (start, end)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What do we use for CI these days?",  # "we": no Wednesday
+        "How long have I sat at this desk?",  # "sat": the verb
+        "What did Mel say about March for Science?",  # a month reading: the table's, not a day
+        "may I ask what my dentist said",
+        "Where do I live now?",  # the query moment itself names no window
+        "我现在在哪家公司上班？",
+        "Which new restaurant did I try?",
+    ],
+)
+def test_the_library_reads_no_window_into_words(query: str) -> None:
+    assert parse_time_window(query, AT) is None
+
+
+def _days(first: int, last: int) -> tuple[datetime, datetime]:
+    """Days ``first`` to ``last`` of May 2024, both included."""
+    return datetime(2024, 5, first, tzinfo=UTC), datetime(2024, 5, last + 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        # "Before last" is two units back, whatever the unit (AT is Wednesday 15 May).
+        ("what did we cook the night before last", *_days(13, 13)),
+        ("what did I do the weekend before last", *_days(4, 5)),
+        # Loose phrases: the week before today; the weekend just gone.
+        ("who did I run into the other day", *_days(8, 14)),
+        ("what did I read a few days ago", *_days(8, 14)),
+        ("前两天我去哪儿吃饭了？", *_days(8, 14)),
+        ("what did I do over the weekend", *_days(11, 12)),
+        ("周末去哪儿玩了？", *_days(11, 12)),
+        ("上个周末去哪儿玩了？", *_days(11, 12)),
+        # A day of the month alone, and dates in Chinese numerals.
+        ("what did I buy on the 9th?", *_days(9, 9)),
+        ("where was I on the 3rd of May", *_days(3, 3)),
+        ("我五月三号去了哪里？", *_days(3, 3)),
+        ("昨儿个晚上吃的啥", *_days(14, 14)),
+    ],
+)
+def test_more_of_the_calendar(query: str, start: datetime, end: datetime) -> None:
+    window = parse_time_window(query, AT)
+    assert window is not None, query
+    assert (window.start, window.end) == (start, end)
+
+
+def test_the_week_before_last_crosses_a_month() -> None:
+    window = parse_time_window("the week before last", AT)
+    assert window is not None
+    assert (window.start, window.end) == (
+        datetime(2024, 4, 29, tzinfo=UTC),
+        datetime(2024, 5, 6, tzinfo=UTC),
+    )
+
+
+def test_loose_phrases_bound_a_question_but_date_no_turn() -> None:
+    assert time_references("I saw her the other day, over the weekend, on the 9th.", AT) == []
+    assert time_references("我喜欢周末去爬山", AT) == []
+    assert parse_time_window("who lives on the 3rd floor", AT) is None
