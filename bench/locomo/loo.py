@@ -148,6 +148,12 @@ IDEAS: tuple[Idea, ...] = (
         tuple((f"{x:g}", _hop(list_session_penalty=x)) for x in (0.0, 0.01, 0.02)),
     ),
     Idea(
+        "list_focus",
+        "a list-shaped question naming one speaker: what the others said counts this much more "
+        "(on top of the speaker focus)",
+        tuple((f"{x:g}", _hop(list_focus_factor=x)) for x in (1.0, 0.85, 0.5)),
+    ),
+    Idea(
         "current_value",
         "a 'now / still / 现在' query: the newest answer within this relevance margin first",
         (

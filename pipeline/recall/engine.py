@@ -378,6 +378,8 @@ class RecallEngine:
         focus = named[0] if len(named) == 1 else None
         # Memories that only ask step back, unless the query is about what was asked (``hops``).
         asking_factor = 1.0 if asks_about_asking(query) else self.hops.question_factor
+        # A list question about one speaker: every item is theirs (``hops.list_focus_factor``).
+        list_focus = self.hops.list_focus_factor if asks_for_list(query) else 1.0
         entity_score = {hit.memory_id: hit.score for hit in entity_hits}
         # Relevance a memory inherits from another path's evidence (links across sessions).
         linked_relevance: dict[str, float] = {}
@@ -453,6 +455,8 @@ class RecallEngine:
             if focus is not None:
                 # A question about one speaker is answered by what that speaker said.
                 rel = np.where(said_by(focus), rel, rel * self.tuning.speaker_focus_factor)
+                if list_focus < 1.0:
+                    rel = np.where(said_by(focus), rel, rel * list_focus)
             if asking_factor < 1.0:
                 asks = np.fromiter(
                     (

@@ -139,6 +139,10 @@ class HopTuning:
     # chosen 0.01 on every LoCoMo fold (0.02 no better; final scores are spaced ~0.01 apart).
     list_session_penalty: float = 0.01
     spread_window: int = 30
+    # A list question about one speaker (the speaker focus): what the others said counts this
+    # much more (on top of the focus factor). Every item of "What are Joanna's hobbies?" is
+    # Joanna's; the other speaker's own hobbies match its words as well. 1 turns it off.
+    list_focus_factor: float = 1.0
 
 
 DEFAULT_HOPS = HopTuning()
@@ -193,7 +197,7 @@ _NOT_PLURAL = frozenset(
 )  # fmt: skip
 _LIST_CUES = re.compile(
     r"^\s*(?:what|which)\s+(?:are|were)\b|\b(?:in what ways|what ways|what are some|what things)\b"
-    r"|哪些|都有什么|有什么.{0,6}(?:爱好|活动|东西)",
+    r"|^\s*how many\b|哪些|都有什么|有什么.{0,6}(?:爱好|活动|东西)|几次|多少次",
     re.IGNORECASE,
 )
 
@@ -202,7 +206,8 @@ def asks_for_list(query: str) -> bool:
     """True when the question's shape asks for several things (rules, EN and ZH).
 
     "What activities does Melanie partake in?", "What are Joanna's hobbies?", "In what ways
-    ...", "她去过哪些国家？". Read from the question's form only, never its topic.
+    ...", "她去过哪些国家？"; a count too ("How many tournaments has Nate won?", "去了几次"),
+    which needs every instance. Read from the question's form only, never its topic.
     """
     match = _PLURAL_ASKED.match(query)
     if match is not None and match.group("noun").lower() not in _NOT_PLURAL:

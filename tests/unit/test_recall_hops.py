@@ -167,13 +167,16 @@ def test_question_share(text: str, share: float) -> None:
         ("What activities does Melanie partake in?", True),
         ("Which European countries has Maria been to?", True),
         ("What kind of interests do Joanna and Nate share?", True),
-        ("What are Joanna's hobbies?", True),
+        ("What are Joanna's hobbies and pastimes?", True),
         ("In what ways is Caroline helping?", True),
         ("她去过哪些国家？", True),
+        ("How many tournaments has Nate won?", True),
+        ("他去了几次上海？", True),
         ("What is Caroline's identity?", False),
         ("What does Melanie do to destress?", False),
         ("What has Melanie painted?", False),
         ("When did John go to Seattle?", False),
+        ("How much did the trip cost?", False),
         ("小明喜欢什么运动？", False),
     ],
 )
@@ -247,3 +250,30 @@ def test_a_list_question_spreads_its_answers_over_sessions() -> None:
     assert spread[:2] == ["spain-1", "england"]
     # A question that asks for one thing keeps the plain order.
     assert trip_ids("Which trip was lovely?", 0.05) == trip_ids("Which trip was lovely?", 0.0)
+
+
+HOBBIES = [
+    said("jo-writes", "Writing is my favourite pastime", speaker="Joanna", session="s1"),
+    said("nate-games", "My hobbies and pastimes are games", speaker="Nate", session="s2"),
+]
+
+
+def hobby_ids(query: str, factor: float) -> list[str]:
+    index = HotIndex(ENCODER.dimension)
+    for record in HOBBIES:
+        index.apply(record)
+    hops = dataclasses.replace(DEFAULT_HOPS, list_focus_factor=factor)
+    found = RecallEngine(index, ENCODER, hops=hops).recall(
+        "ns", query, at=AT, limit=2, truncate=False
+    )
+    return [m.id for m in found]
+
+
+def test_a_list_question_about_one_speaker_leans_harder_on_their_own_words() -> None:
+    # The other speaker's turn matches "hobbies" word for word; the focus alone keeps it first.
+    assert hobby_ids("What are Joanna's hobbies and pastimes?", 1.0)[0] == "nate-games"
+    assert hobby_ids("What are Joanna's hobbies and pastimes?", 0.5)[0] == "jo-writes"
+    # A question for one thing is left to the focus alone.
+    assert hobby_ids("What is Joanna's hobby and pastime?", 0.5) == hobby_ids(
+        "What is Joanna's hobby and pastime?", 1.0
+    )
