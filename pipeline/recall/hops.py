@@ -11,6 +11,13 @@ question. Two pure steps over vectors the index already holds:
   places are not spent on near copies of one answer while a different answer waits below them.
 
 Both are deterministic functions of the candidates; neither reads anything beyond them.
+
+Three rules read the shape of a question and of the memories (``HopTuning``): a memory that
+mostly asks ("What type of guitar? Been playing long?") shares a question's words and answers
+nothing, so it steps back (``question_share``); a list question ("What activities ...", "What
+are ...", "How many ...", 哪些, ``asks_for_list``) spreads its best answers over sessions
+(``spread_over_sessions``) and, when it is about one speaker, leans harder on that speaker's
+own words.
 """
 
 from __future__ import annotations
