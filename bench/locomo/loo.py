@@ -28,6 +28,7 @@ from bench.locomo.folds import (
     summarise,
 )
 from bench.locomo.metrics import QuestionScore
+from pipeline.recall.hops import DEFAULT_HOPS, HopTuning
 from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning
 
 EXCLUDE = frozenset({ADVERSARIAL})
@@ -39,6 +40,7 @@ class Config:
 
     time_notes: bool
     tuning: RecallTuning
+    hops: HopTuning = DEFAULT_HOPS
 
 
 Change = Callable[[Config], Config]
@@ -55,6 +57,12 @@ class Idea:
 def _tune(**changes: Any) -> Change:
     return lambda config: dataclasses.replace(
         config, tuning=dataclasses.replace(config.tuning, **changes)
+    )
+
+
+def _hop(**changes: Any) -> Change:
+    return lambda config: dataclasses.replace(
+        config, hops=dataclasses.replace(config.hops, **changes)
     )
 
 
@@ -126,6 +134,24 @@ IDEAS: tuple[Idea, ...] = (
         "the query moved towards its 3 best answers is searched again; relevance >= share x "
         "cosine with it",
         tuple((f"{x:g}", _tune(feedback_share=x)) for x in (0.0, 0.7)),
+    ),
+    Idea(
+        "question_turns",
+        "a memory that mostly asks (over 60 % of its words in questions) counts this much, "
+        "unless the query is about what was asked",
+        tuple((f"{x:g}", _hop(question_factor=x)) for x in (1.0, 0.6)),
+    ),
+    Idea(
+        "list_spread",
+        "a list-shaped question ('What activities ...', 'What are ...', 哪些): among the best 30, "
+        "a place costs penalty x the answers from the same session already placed",
+        tuple((f"{x:g}", _hop(list_session_penalty=x)) for x in (0.0, 0.01, 0.02)),
+    ),
+    Idea(
+        "list_focus",
+        "a list-shaped question naming one speaker: what the others said counts this much more "
+        "(on top of the speaker focus)",
+        tuple((f"{x:g}", _hop(list_focus_factor=x)) for x in (1.0, 0.85, 0.5)),
     ),
     Idea(
         "current_value",

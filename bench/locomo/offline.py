@@ -260,7 +260,9 @@ def run_loo(
     queries = CachedQueryEncoder(encoder, questions)
 
     def evaluate(config: Config) -> list[QuestionScore]:
-        engine = RecallEngine(indexes[config.time_notes], queries, settings.recall, config.tuning)
+        engine = RecallEngine(
+            indexes[config.time_notes], queries, settings.recall, config.tuning, hops=config.hops
+        )
         retriever = OfflineRetriever(EngineClient(engine), limit=RECALL_LIMIT)
         # The excluded category decides nothing: it is not asked.
         return asyncio.run(_scored(conversations, retriever, EXCLUDE))

@@ -18,7 +18,18 @@ from pipeline.models.encoders import Encoder
 from pipeline.recall.context import Language, format_context, format_line
 from pipeline.recall.decompose import decompose
 from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
-from pipeline.recall.hops import diversified, feedback_vector, person_names, without_names
+from pipeline.recall.hops import (
+    DEFAULT_HOPS,
+    HopTuning,
+    asks_about_asking,
+    asks_for_list,
+    diversified,
+    feedback_vector,
+    person_names,
+    question_share,
+    spread_over_sessions,
+    without_names,
+)
 from pipeline.recall.hot_index import (
     REGION_CODE,
     HotIndex,
@@ -98,11 +109,13 @@ class RecallEngine:
         tuning: RecallTuning = DEFAULT_TUNING,
         *,
         exact: bool = False,
+        hops: HopTuning = DEFAULT_HOPS,
     ) -> None:
         self.index = index
         self.encoder = encoder
         self.policy = policy or RecallPolicy()
         self.tuning = tuning
+        self.hops = hops
         # True: scan every namespace exactly, even one with a graph (benchmarks, recall checks).
         self.exact = exact
 
@@ -232,6 +245,8 @@ class RecallEngine:
             candidates.sort(key=lambda c: (-c.score, c.fused.memory_id))
             if self.tuning.diversity_penalty > 0.0:
                 candidates = self._diversified(view, candidates)
+            if self.hops.list_session_penalty > 0.0 and asks_for_list(query):
+                candidates = self._spread_over_sessions(view, candidates)
             count = len(candidates)
             if truncate:
                 count = truncate_by_gaps([c.score for c in candidates], self.policy)
@@ -365,6 +380,10 @@ class RecallEngine:
         when_bonus = self.tuning.when_time_bonus if asks_when(query) else 0.0
         named = speakers_named(query, view.speakers) if self.tuning.speaker_focus_factor < 1 else []
         focus = named[0] if len(named) == 1 else None
+        # Memories that only ask step back, unless the query is about what was asked (``hops``).
+        asking_factor = 1.0 if asks_about_asking(query) else self.hops.question_factor
+        # A list question about one speaker: every item is theirs (``hops.list_focus_factor``).
+        list_focus = self.hops.list_focus_factor if asks_for_list(query) else 1.0
         entity_score = {hit.memory_id: hit.score for hit in entity_hits}
         # Relevance a memory inherits from another path's evidence (links across sessions).
         linked_relevance: dict[str, float] = {}
@@ -441,6 +460,19 @@ class RecallEngine:
             if focus is not None:
                 # A question about one speaker is answered by what that speaker said.
                 rel = np.where(said_by(focus), rel, rel * self.tuning.speaker_focus_factor)
+                if list_focus < 1.0:
+                    rel = np.where(said_by(focus), rel, rel * list_focus)
+            if asking_factor < 1.0:
+                asks = np.fromiter(
+                    (
+                        question_share(view.records[item.memory_id].content)
+                        > self.hops.question_min_share
+                        for item, _ in kept
+                    ),
+                    np.bool_,
+                    len(kept),
+                )
+                rel = np.where(asks, rel * asking_factor, rel)
             if part_searches:
                 # How well a memory answers one part of the question, discounted as second-hand.
                 answers_a_part = np.zeros(len(kept))
@@ -592,6 +624,27 @@ class RecallEngine:
         tail = candidates[len(head) :]
         floor = reordered[-1].score if reordered else 0.0
         # The rest stay below the re-ranked head (the head's scores only went down).
+        return reordered + [dataclasses.replace(c, score=min(c.score, floor)) for c in tail]
+
+    def _spread_over_sessions(
+        self, view: NamespaceView, candidates: list[_Candidate]
+    ) -> list[_Candidate]:
+        """The best ``spread_window`` candidates of a list question spread over sessions
+        (``hops.spread_over_sessions``); the rest stay below them."""
+        head = candidates[: self.hops.spread_window]
+        sessions = [
+            record.provenance[0].session_id if record.provenance else ""
+            for record in (view.records[c.fused.memory_id] for c in head)
+        ]
+        order, adjusted = spread_over_sessions(
+            [c.score for c in head], sessions, self.hops.list_session_penalty
+        )
+        reordered = [
+            dataclasses.replace(head[i], score=value)
+            for i, value in zip(order, adjusted, strict=True)
+        ]
+        floor = reordered[-1].score if reordered else 0.0
+        tail = candidates[len(head) :]
         return reordered + [dataclasses.replace(c, score=min(c.score, floor)) for c in tail]
 
     def _recalled(

@@ -83,5 +83,7 @@ def test_recall_returns_the_answer_to_a_matching_question() -> None:
     engine = RecallEngine(index, encoder)
     question = "What did she research for the adoption?"
     found = engine.recall("ns", question, at=AT, limit=3, truncate=False)
-    assert [m.id for m in found[:2]] == ["q", "a"]
-    assert "follow_up" in found[1].explanation
+    # The reply, reached through the question it answers, comes first: the question turn only
+    # asks (``hops.question_share``) and steps back.
+    assert [m.id for m in found[:2]] == ["a", "q"]
+    assert "follow_up" in found[0].explanation
