@@ -705,3 +705,24 @@ def test_amounts_in_two_units_or_values_of_two_heads_are_two_attributes() -> Non
     assert words_reason(older, newer, 0.77) is None
     assert words_reason("The team is 9 engineers.", "The team is 3 designers now.", 0.7) is None
     assert words_reason("The team is 9 engineers.", "The team is 12 engineers now.", 0.7)
+
+
+def test_an_amount_told_with_an_event_beside_it_still_moves_on() -> None:
+    older = "We give Ava £5 a week pocket money, paid on Saturdays."
+    newer = "Ava turned ten so her pocket money went up to £8 a week, she's saving for a scooter."
+    assert words_reason(older, newer, 0.62)
+    # A rate ("a month") says how often, not what is counted.
+    older, newer = "We pay 60 a month for broadband.", "We pay 40 a month for the phone contract."
+    assert words_reason(older, newer, 0.73) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [
+        ("Dark mode is sitting in code review.", "state:in_progress"),
+        ("按摩椅还没发货。", "state:in_progress"),
+        ("按摩椅到了！", "state:done"),
+    ],
+)
+def test_states_told_in_other_words_are_states(text: str, state: str) -> None:
+    assert state in slot_of(text).values

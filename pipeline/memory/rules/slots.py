@@ -204,7 +204,7 @@ _STATES_EN: tuple[tuple[str, str], ...] = (
     (
         "in_progress",
         r"working on|in progress|ongoing|under ?way|halfway|half done|drafting|"
-        r"in draft|in review|under review|started|starting|began|"
+        r"in draft|in (?:\w+ )?review|under (?:\w+ )?review|started|starting|began|"
         r"still (?:looking|waiting|working|doing|at|in|with|on)|"
         r"waiting (?:for|to|on)|pending|in the middle of|running now|unblocked|"
         r"on week|on chapter|at week|at chapter",
@@ -223,13 +223,14 @@ _STATES_ZH: tuple[tuple[str, str], ...] = (
         "in_progress",
         r"正在|在?(?:进行|办理|测试|审核|处理|开发|装修|评审|排队|运输|配送)中|在办|"
         r"在写|在做|在等|等待|评审|做到一半|"
-        r"开工|开始|还没[考做写交办出]",
+        r"开工|开始|还没有?(?=[\u4e00-\u9fff])",  # 还没发货, 还没考: not yet, so under way
     ),
     ("blocked", r"卡在|卡住|搁置|暂停"),
     (
         "done",
         r"完成|做完|写完|完工|搞定|上线|发布了|合进|合并了|下来了|批下来|拿到|过了|"
-        r"通过了|递交了|提交了|交了|定稿|搬完|结束了|结项|办好了|办完",
+        r"通过了|递交了|提交了|交了|定稿|搬完|结束了|结项|办好了|办完|"
+        r"到了(?=[！!。，,～~]|$)",  # 按摩椅到了！: arrived, as "arrived" above
     ),
 )
 _STATE_PATTERNS = [
@@ -1247,20 +1248,26 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
 _UNIT_AFTER = re.compile(r"[\u4e00-\u9fff]{1,3}|[A-Za-z]+")
 
 
+# "£5 a week", "60 per month": the unit is the word after the article.
+_PER = re.compile(r"^(?:a|an|per|each|every)\s+(?=[A-Za-z])", re.I)
+
+
 def _number_units(signal: Slot) -> dict[str, str]:
     """Each number value's unit: the word right after its mask in the frame (个人, 刀, people).
 
     Masks stand in the frame in the order of the spans; when a value repeats, the two cannot be
     told apart, and no unit is read."""
     pieces = signal.frame.split(MASK)[1:]
-    if len(pieces) != len(signal.values):
+    if len(pieces) > len(signal.values):
         return {}
     units: dict[str, str] = {}
-    for value, after in zip(signal.values, pieces, strict=True):
-        found = _UNIT_AFTER.match(after.lstrip(" "))
+    # (Values past the masks are names another statement gave it: ``named_alike``.)
+    for value, after in zip(signal.values, pieces, strict=False):
+        rate = _PER.match(after.lstrip(" "))
+        found = _UNIT_AFTER.match(after.lstrip(" ")[rate.end() if rate else 0 :])
         # A unit is a word of its own ("… people", 个人), not grammar ("ending … is my card").
         if _kind(value) == "number" and found is not None and tokenize(found.group(0)):
-            units[value] = found.group(0).casefold()
+            units[value] = ("per " if rate else "") + found.group(0).casefold()
     return units
 
 
@@ -1292,31 +1299,42 @@ def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -
         return None
     if second.additive or first.question or second.question:
         return None
-    if "episodic" in {older.region, newer.region}:
-        return None  # two events each with its amount (交了电费84块 / 交了水费31块)
+    if older.region == "episodic":
+        return None  # an event with its amount (交了电费84块) stays true after another one
     old_values, new_values = changed_values(first, second)
-    old_numbers = [v for v in old_values if _kind(v) == "number"]
-    new_numbers = [v for v in new_values if _kind(v) == "number"]
-    if len(old_numbers) != 1 or len(new_numbers) != 1:
-        return None
-    if any(_VALUE_CLASSES.get(_kind(v)) == "when" for v in (*old_values, *new_values)):
-        return None
+    if any(_VALUE_CLASSES.get(_kind(v)) == "when" for v in old_values) and any(
+        _VALUE_CLASSES.get(_kind(v)) == "when" for v in new_values
+    ):
+        return None  # a time changed with the amount: another occasion
     if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
         return None
-    unit = _common_unit(
-        _number_units(first).get(old_numbers[0], ""), _number_units(second).get(new_numbers[0], "")
-    )
-    if not unit:
+    # The amounts that changed, counted in one unit ("Ava turned ten so her pocket money went
+    # up to £8 a week": ten is her age, £8 the amount of the older "£5 a week").
+    old_units, new_units = _number_units(first), _number_units(second)
+    counted = [
+        (old, new, unit)
+        for old in old_values
+        if old in old_units
+        for new in new_values
+        if new in new_units and (unit := _common_unit(old_units[old], new_units[new]))
+    ]
+    if len(counted) != 1:
         return None
+    old_number, new_number, unit = counted[0]
+    old_numbers, new_numbers = [old_number], [new_number]
     words = [set(_content_terms(side.terms)) for side in (first, second)]
-    if max(len(w) for w in words) > policy.state_max_terms:
-        return None
-    shared = (words[0] & words[1]) - {unit}
+    rate = unit.startswith("per ")
+    shared = (words[0] & words[1]) - {unit} - (set(tokenize(unit)) if rate else set())
+    if max(len(w) for w in words) > policy.state_max_terms and len(shared) < 2:
+        return None  # a long line sharing one word: no evidence of one thing counted
     pairs = (_bigrams(first.frame) & _bigrams(second.frame)) - _bigrams(unit)
     if _swapped_modifier(first.terms, second.terms):
         return None  # "I run 20 km a week" / "I swim 2 km a week": one unit, two things counted
     if not shared and not pairs:
         return None
+    if rate and len(shared) < 2:
+        return None  # a rate says how often, not what is counted: "We pay 60 a month for
+        # broadband" / "We pay 40 a month for the phone contract" share only the paying
     cosine = float(older.vector @ newer.vector)
     if cosine < policy.state_cosine_floor:
         return None
