@@ -726,3 +726,7 @@ def test_an_amount_told_with_an_event_beside_it_still_moves_on() -> None:
 )
 def test_states_told_in_other_words_are_states(text: str, state: str) -> None:
     assert state in slot_of(text).values
+
+
+def test_a_value_kept_with_still_and_that_one_replaces_nothing() -> None:
+    assert words_reason("平板是iPad Air，主要看文献。", "平板还是那台。", 0.77) is None

@@ -553,12 +553,16 @@ _LIGHT_WORDS = frozenset(
         *("已经", "现在", "目前", "平时", "基本", "一般", "一直", "以后", "今后"),
         *("所有", "全部", "总是", "经常", "通常", "最近", "之前", "以前"),
         *("终于", "总算", "刚刚", "马上", "快要", "已"),
+        # "still", "as before": they keep a value, they give none (平板还是那台)
+        *("还是", "仍然", "依然", "照旧", "照样"),
     ]
 )
+# A demonstrative with its measure word (那台, 这个, 那家) points back at a value already said.
+_ZH_DEMONSTRATIVE = re.compile(r"^[这那][\u4e00-\u9fff]?$")
 
 
 def _content_terms(terms: list[str]) -> list[str]:
-    return [t for t in terms if t not in _LIGHT_WORDS]
+    return [t for t in terms if t not in _LIGHT_WORDS and not _ZH_DEMONSTRATIVE.match(t)]
 
 
 # The verb that joins what a statement is about to what it says of it ("… is …", "…是…").
