@@ -730,3 +730,12 @@ def test_states_told_in_other_words_are_states(text: str, state: str) -> None:
 
 def test_a_value_kept_with_still_and_that_one_replaces_nothing() -> None:
     assert words_reason("平板是iPad Air，主要看文献。", "平板还是那台。", 0.77) is None
+
+
+def test_a_long_chat_line_counting_something_holds_no_amount_to_move_on() -> None:
+    older = (
+        "I'm drawn to turtles. They're unique and their slow pace is a nice change from the rush "
+        "of life. Check out this moment I snapped! [image: three turtles on rocks in a pond]"
+    )
+    newer = "Took my turtles out for a walk. [image: two turtles sitting on a log in a pond]"
+    assert words_reason(older, newer, 0.67) is None

@@ -1329,8 +1329,10 @@ def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -
     words = [set(_content_terms(side.terms)) for side in (first, second)]
     rate = unit.startswith("per ")
     shared = (words[0] & words[1]) - {unit} - (set(tokenize(unit)) if rate else set())
-    if max(len(w) for w in words) > policy.state_max_terms and len(shared) < 2:
-        return None  # a long line sharing one word: no evidence of one thing counted
+    if len(words[0]) > policy.state_max_terms:
+        return None  # an amount stated as a state is brief; a long chat line holds no such slot
+    if len(words[1]) > policy.state_max_terms and len(shared) < 2:
+        return None  # a long newer line sharing one word: no evidence of one thing counted
     pairs = (_bigrams(first.frame) & _bigrams(second.frame)) - _bigrams(unit)
     if _swapped_modifier(first.terms, second.terms):
         return None  # "I run 20 km a week" / "I swim 2 km a week": one unit, two things counted
