@@ -114,8 +114,12 @@ def _confirmation(
     at = turn.event_time
     if analysis.triplet is not None:
         for existing in bank.current_with_attribute(analysis.triplet):
-            if existing.status == "active" and consolidation.same_fact(
-                existing.triplet, analysis.triplet
+            # The same triplet value with another value beside it ("Dr" of "Dr. Hughes" /
+            # "Dr. Patel") is no restatement: the turn says what the memory does not.
+            if (
+                existing.status == "active"
+                and consolidation.same_fact(existing.triplet, analysis.triplet)
+                and not _says_more(existing, prepared)
             ):
                 record = consolidation.confirm(
                     existing, source, at, turn.event_id, analysis.entities, policy, 1.0

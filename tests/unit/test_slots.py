@@ -618,3 +618,124 @@ def test_chat_lines_sharing_two_words_and_naming_no_value_replace_nothing() -> N
     older = "Thanks! I'll definitely have a blast. I'll let you know how it goes!"
     newer = "That's cool, I'm gonna give it a shot and see how it goes. Thanks for the tip!"
     assert words_reason(older, newer, 0.6) is None
+
+
+# -- values the spans used to miss; a value right after the join ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Mia is five and very proud of it.", "number:5"),
+        ("twenty-five minutes on the bike", "number:25"),
+        ("api timeout = 90s", "number:90"),
+        ("lisinopril 10mg in the morning", "number:10"),
+        ("the call is at 10am", "number:10:00"),
+        ("asking price is 420k", "number:420000"),
+        ("I shop on Saturdays", "date:saturday"),
+    ],
+)
+def test_amounts_in_words_or_with_their_unit_and_plural_weekdays_are_values(
+    text: str, value: str
+) -> None:
+    assert value in slot_of(text).values
+
+
+def test_a_title_is_no_value_and_one_is_no_amount() -> None:
+    assert slot_of("My dentist is Dr. Okafor.").values == ["name:okafor"]
+    assert slot_of("It's the only one I open.").values == []
+    assert slot_of("I have 2FA on everything.").values == ["identifier:2fa"]
+
+
+def test_a_value_right_after_the_join_of_one_subject_supersedes() -> None:
+    assert words_reason("My daughter Mia is 4.", "Mia is five and very proud of it.", 0.7)
+    older = "My son Theo is 11, obsessed with dinosaurs."
+    assert words_reason(older, "Theo turned 12 on Saturday, we had a party.", 0.7)
+    assert words_reason("the cabin wifi password is fern77", "cabin wifi pw: moss-42 now", 0.6)
+
+
+def test_a_value_after_the_join_of_another_subject_or_attribute_is_no_update() -> None:
+    assert words_reason("My daughter Mia is 4.", "My son Leo is 7.", 0.6) is None
+    older, newer = "The API timeout is 30 seconds.", "The DB timeout is 10 seconds."
+    assert words_reason(older, newer, 0.8) is None
+    # The thing named gave way to a date: the appointment, not the dentist.
+    older = "My dentist is Dr. Hughes on Mill Lane."
+    assert words_reason(older, "My dentist appointment is on the 3rd at 10am.", 0.6) is None
+
+
+def test_one_unit_counting_two_things_is_no_new_amount() -> None:
+    assert words_reason("公司有120个员工。", "公司有3个会议室。", 0.9) is None
+    assert words_reason("I run about 20 km a week.", "I swim about 2 km a week.", 0.75) is None
+    assert words_reason("跑团微信群有86个人。", "跑团群涨到132个人了。", 0.7)
+
+
+def test_a_sentence_worded_anew_swaps_no_attribute_but_a_minimal_pair_does() -> None:
+    older, newer = "We pay 60 a month for broadband.", "Broadband costs us 75 a month, prices rose."
+    assert reason(older, newer, 0.8)
+    assert (
+        reason("Our frontend is written in TypeScript.", "Our backend is written in Go.", 0.9)
+        is None
+    )
+
+
+DENTIST_OLD, DENTIST_NEW = "My dentist is Dr. Hughes.", "My dentist is Dr. Patel now."
+
+
+def test_a_triplet_value_said_again_beside_a_new_name_does_not_confirm_the_old_one() -> None:
+    # Both triplets read the title ("Dr"); the turn still names a dentist the memory does not.
+    encoder = ExactEncoder({DENTIST_OLD: [1.0, 0.0], DENTIST_NEW: at_cosine(0.97)})
+    stages, log = Stages(encoder), Log()
+    stages.process([log.turn(DENTIST_OLD, T0), log.turn(DENTIST_NEW, T0 + 3 * DAY)])
+
+    records = by_content(stages)
+    assert set(records) == {DENTIST_OLD, DENTIST_NEW}
+    assert records[DENTIST_OLD].status == "superseded"
+    assert records[DENTIST_OLD].superseded_by == records[DENTIST_NEW].id
+
+
+def test_two_numbers_of_two_phones_are_two_slots_however_alike() -> None:
+    older, newer = "My old work phone number is 555-0142.", "My personal phone number is 555-0199."
+    assert words_reason(older, newer, 0.8) is None
+    assert words_reason(older, "My old work phone number is 555-0177.", 0.8, session="s1") is None
+
+
+def test_amounts_in_two_units_or_values_of_two_heads_are_two_attributes() -> None:
+    assert words_reason("我每天走八千步。", "我每天睡七个小时。", 0.77) is None
+    older, newer = "孩子的班主任是王老师。", "孩子的英语老师是李老师。"
+    assert words_reason(older, newer, 0.77) is None
+    assert words_reason("The team is 9 engineers.", "The team is 3 designers now.", 0.7) is None
+    assert words_reason("The team is 9 engineers.", "The team is 12 engineers now.", 0.7)
+
+
+def test_an_amount_told_with_an_event_beside_it_still_moves_on() -> None:
+    older = "We give Ava £5 a week pocket money, paid on Saturdays."
+    newer = "Ava turned ten so her pocket money went up to £8 a week, she's saving for a scooter."
+    assert words_reason(older, newer, 0.62)
+    # A rate ("a month") says how often, not what is counted.
+    older, newer = "We pay 60 a month for broadband.", "We pay 40 a month for the phone contract."
+    assert words_reason(older, newer, 0.73) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [
+        ("Dark mode is sitting in code review.", "state:in_progress"),
+        ("按摩椅还没发货。", "state:in_progress"),
+        ("按摩椅到了！", "state:done"),
+    ],
+)
+def test_states_told_in_other_words_are_states(text: str, state: str) -> None:
+    assert state in slot_of(text).values
+
+
+def test_a_value_kept_with_still_and_that_one_replaces_nothing() -> None:
+    assert words_reason("平板是iPad Air，主要看文献。", "平板还是那台。", 0.77) is None
+
+
+def test_a_long_chat_line_counting_something_holds_no_amount_to_move_on() -> None:
+    older = (
+        "I'm drawn to turtles. They're unique and their slow pace is a nice change from the rush "
+        "of life. Check out this moment I snapped! [image: three turtles on rocks in a pond]"
+    )
+    newer = "Took my turtles out for a walk. [image: two turtles sitting on a log in a pond]"
+    assert words_reason(older, newer, 0.67) is None

@@ -101,6 +101,47 @@ _IDENTIFIER = re.compile(
     r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
     r"|(?<![A-Za-z0-9_])[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)+(?![A-Za-z0-9_])"
 )
+# An amount with its unit written on (90s, 10mg, 200ms, 16GB, 420k) or a clock time (10am, 7pm):
+# a number, not an identifier, so "30 seconds" and "90s" are values of one class.
+_MEASURE = re.compile(
+    r"(?<![A-Za-z0-9_.#@-])(\d+(?:\.\d+)?)(am|pm|AM|PM|[a-z%]{1,3}|[KMGT]B|K)"
+    r"(?![A-Za-z0-9_@-]|\.\w)"
+)
+# Amounts told in words ("Mia is five", "twenty-five minutes"). "One" is left out: far more
+# often a pronoun ("the only one I open") than an amount.
+_ONES = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_NUMBER_WORDS = {
+    **{word: value for value, word in enumerate(_ONES) if word != "one"},
+    **{word: 10 * (index + 2) for index, word in enumerate(_TENS)},
+}
+_UNIT_WORDS = "|".join(_ONES[1:10])
+_NUMBER_WORD = re.compile(
+    rf"\b(?:(?P<tens>{'|'.join(_TENS)})[- ](?P<unit>{_UNIT_WORDS})"
+    rf"|(?P<word>{'|'.join(_NUMBER_WORDS)}))\b",
+    re.I,
+)
 _WEEKDAY_ZH = re.compile(r"(?<!每)(?:周|星期|礼拜)([一二三四五六日天])(?![次个回遍天])")
 _WEEKDAYS = "一二三四五六日"
 _ORDINAL = re.compile(r"(?<![A-Za-z0-9])(\d+)(?:st|nd|rd|th)(?![A-Za-z0-9])", re.I)
@@ -163,7 +204,7 @@ _STATES_EN: tuple[tuple[str, str], ...] = (
     (
         "in_progress",
         r"working on|in progress|ongoing|under ?way|halfway|half done|drafting|"
-        r"in draft|in review|under review|started|starting|began|"
+        r"in draft|in (?:\w+ )?review|under (?:\w+ )?review|started|starting|began|"
         r"still (?:looking|waiting|working|doing|at|in|with|on)|"
         r"waiting (?:for|to|on)|pending|in the middle of|running now|unblocked|"
         r"on week|on chapter|at week|at chapter",
@@ -182,13 +223,14 @@ _STATES_ZH: tuple[tuple[str, str], ...] = (
         "in_progress",
         r"正在|在?(?:进行|办理|测试|审核|处理|开发|装修|评审|排队|运输|配送)中|在办|"
         r"在写|在做|在等|等待|评审|做到一半|"
-        r"开工|开始|还没[考做写交办出]",
+        r"开工|开始|还没有?(?=[\u4e00-\u9fff])",  # 还没发货, 还没考: not yet, so under way
     ),
     ("blocked", r"卡在|卡住|搁置|暂停"),
     (
         "done",
         r"完成|做完|写完|完工|搞定|上线|发布了|合进|合并了|下来了|批下来|拿到|过了|"
-        r"通过了|递交了|提交了|交了|定稿|搬完|结束了|结项|办好了|办完",
+        r"通过了|递交了|提交了|交了|定稿|搬完|结束了|结项|办好了|办完|"
+        r"到了(?=[！!。，,～~]|$)",  # 按摩椅到了！: arrived, as "arrived" above
     ),
 )
 _STATE_PATTERNS = [
@@ -301,6 +343,14 @@ def value_spans(text: str) -> list[Span]:
 
     for match in _ORDINAL.finditer(text):
         add("ordinal", match.start(), match.end(), match.group(1))
+    for match in _MEASURE.finditer(text):
+        amount, unit = match.group(1), match.group(2).casefold()
+        if unit in {"am", "pm"}:
+            hour = int(float(amount)) % 12 + (12 if unit == "pm" else 0)
+            add("number", match.start(), match.end(), f"{hour}:00")
+        else:
+            multiplier = {"k": 1000}.get(unit, 1)
+            add("number", match.start(), match.end(), f"{float(amount) * multiplier:g}")
     for match in _IDENTIFIER.finditer(text):
         add("identifier", match.start(), match.end(), match.group(0).casefold())
     for match in _WEEKDAY_ZH.finditer(text):
@@ -316,6 +366,13 @@ def value_spans(text: str) -> list[Span]:
     for match in _NUMBER.finditer(text):
         if match.group(0) != "一":  # 一个月, 一辆车: "a month", "a car"
             add("number", match.start(), match.end(), _number_value(match.group(0)))
+    for match in _NUMBER_WORD.finditer(text):
+        if match.group("word"):
+            amount = _NUMBER_WORDS[match.group("word").casefold()]
+        else:
+            unit = match.group("unit").casefold()
+            amount = _NUMBER_WORDS[match.group("tens").casefold()] + _ONES.index(unit)
+        add("number", match.start(), match.end(), str(amount))
     for state, pattern in _STATE_PATTERNS:
         for match in pattern.finditer(text):
             add("state", match.start(), match.end(), state)
@@ -329,12 +386,19 @@ def value_spans(text: str) -> list[Span]:
         sentence_start = not before or before[-1] in '.!?。！？;\n"“'
         if sentence_start and _TITLE_BEFORE.search(before):
             sentence_start = False  # "Dr. Alvarez", "Mrs. Chen": a title's full stop ends nothing
+        if _TITLE_BEFORE.search(text[: match.start() + len(words[0]) + 1]):
+            start += len(words[0]) + 2  # "Dr." names no one: the name after it is the value
+            words = words[1:]
+        if not words:
+            continue
         if words[0] in _STOP_CAPITALS or (sentence_start and len(words) == 1):
             start += len(words[0]) + 1
             words = words[1:]
         if words and " ".join(words) not in _STOP_CAPITALS:
             name = " ".join(words).casefold()
-            add("date" if name in _CALENDAR_WORDS else "name", start, match.end(), name)
+            # "on Saturdays": a weekday said of every week is still a day, not a name
+            day = name[:-1] if name[:-1] in _CALENDAR_WORDS else name
+            add("date" if day in _CALENDAR_WORDS else "name", start, match.end(), day)
     if _CJK_RUN.search(text):
         for match in _ZH_TITLED_NAME.finditer(text):
             add("name", match.start(), match.end(), match.group(0))
@@ -489,12 +553,16 @@ _LIGHT_WORDS = frozenset(
         *("已经", "现在", "目前", "平时", "基本", "一般", "一直", "以后", "今后"),
         *("所有", "全部", "总是", "经常", "通常", "最近", "之前", "以前"),
         *("终于", "总算", "刚刚", "马上", "快要", "已"),
+        # "still", "as before": they keep a value, they give none (平板还是那台)
+        *("还是", "仍然", "依然", "照旧", "照样"),
     ]
 )
+# A demonstrative with its measure word (那台, 这个, 那家) points back at a value already said.
+_ZH_DEMONSTRATIVE = re.compile(r"^[这那][\u4e00-\u9fff]?$")
 
 
 def _content_terms(terms: list[str]) -> list[str]:
-    return [t for t in terms if t not in _LIGHT_WORDS]
+    return [t for t in terms if t not in _LIGHT_WORDS and not _ZH_DEMONSTRATIVE.match(t)]
 
 
 # The verb that joins what a statement is about to what it says of it ("… is …", "…是…").
@@ -531,17 +599,36 @@ def _swapped_attribute(
     statement is about. Two forms of one word (apply / application) are not a swap, and neither is
     a word after the copula on both sides (宽带是电信的 / 宽带是联通的): that is a value no span
     caught, not the attribute.
+
+    The swapped word names the attribute when it modifies a word both share (frontend /
+    backend *written*, 护照到期 / 驾照 *年*), or when it is the only difference (a minimal pair:
+    密码 / 地址、端口).
+    Where the frames differ in other places too, the sentence was worded anew and one swapped
+    word is a verb or a phrase reworded ("We pay … a month for broadband" / "Broadband costs us …
+    a month after the price rise"), not a second attribute.
     """
     if not set(first) & set(second):
         return False
     a, b = _content_terms(first), _content_terms(second)
     said_first, said_second = (_predicate_terms(frame) for frame in frames)
-    for tag, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+    opcodes = SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+    differences = sum(tag != "equal" for tag, *_ in opcodes)
+    for index, (tag, i1, i2, j1, j2) in enumerate(opcodes):
         if tag != "replace" or min(i2 - i1, j2 - j1) != 1 or max(i2 - i1, j2 - j1) > 2:
             continue
         if set(a[i1:i2]) <= said_first and set(b[j1:j2]) <= said_second:
             continue  # after the copula on both sides: a value in plain words (是电信的 / 是联通的)
-        if not any(_one_word(x, y) for x in a[i1:i2] for y in b[j1:j2]):
+        if any(_one_word(x, y) for x in a[i1:i2] for y in b[j1:j2]):
+            continue
+        # Before a shared word, unless a swapped word stands elsewhere on the other side (the
+        # sentence reordered: "We pay … for broadband" / "Broadband costs us …").
+        modifies_shared = (
+            index + 1 < len(opcodes)
+            and opcodes[index + 1][0] == "equal"
+            and not set(a[i1:i2]) & set(b)
+            and not set(b[j1:j2]) & set(a)
+        )
+        if modifies_shared or differences == 1:
             return True
     return False
 
@@ -745,6 +832,7 @@ def update_reason(
         or new_way_to(older, newer, policy)
         or switched_to(older, newer, policy)
         or quantity_changed(older, newer, policy)
+        or value_after_join(older, newer, policy)
         or (value_in_words(older, newer, policy) if nearest else None)
     )
     if moved_on is not None:
@@ -1115,6 +1203,12 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
         and names_two_slots(first, second, old_values, new_values)
     ):
         return None  # span values of one class changed in another attribute (住 / 上班)
+    things = [_kinds_of(tuple(side.values)) & _SWITCHABLE_KINDS for side in (first, second)]
+    if things[0] and not things[1] and _kinds_of(new_values) & {"date", "ordinal"}:
+        return None  # the thing it named gave way to a date: another attribute ("My dentist is
+        # Dr. Hughes" / "My dentist appointment is on the 3rd")
+    if _counted_apart(first, second, old_values, new_values) or _heads_differ(first, second):
+        return None
     words = [_content_terms(side.terms) for side in (first, second)]
     if max(len(w) for w in words) > policy.state_max_terms:
         return None
@@ -1158,32 +1252,37 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
 _UNIT_AFTER = re.compile(r"[\u4e00-\u9fff]{1,3}|[A-Za-z]+")
 
 
+# "£5 a week", "60 per month": the unit is the word after the article.
+_PER = re.compile(r"^(?:a|an|per|each|every)\s+(?=[A-Za-z])", re.I)
+
+
 def _number_units(signal: Slot) -> dict[str, str]:
     """Each number value's unit: the word right after its mask in the frame (个人, 刀, people).
 
     Masks stand in the frame in the order of the spans; when a value repeats, the two cannot be
     told apart, and no unit is read."""
     pieces = signal.frame.split(MASK)[1:]
-    if len(pieces) != len(signal.values):
+    if len(pieces) > len(signal.values):
         return {}
     units: dict[str, str] = {}
-    for value, after in zip(signal.values, pieces, strict=True):
-        found = _UNIT_AFTER.match(after.lstrip(" "))
+    # (Values past the masks are names another statement gave it: ``named_alike``.)
+    for value, after in zip(signal.values, pieces, strict=False):
+        rate = _PER.match(after.lstrip(" "))
+        found = _UNIT_AFTER.match(after.lstrip(" ")[rate.end() if rate else 0 :])
         # A unit is a word of its own ("… people", 个人), not grammar ("ending … is my card").
         if _kind(value) == "number" and found is not None and tokenize(found.group(0)):
-            units[value] = found.group(0).casefold()
+            units[value] = ("per " if rate else "") + found.group(0).casefold()
     return units
 
 
 def _common_unit(first: str, second: str) -> str:
-    """The shared beginning of two units: 个人 / 个人, 刀 / 刀左 (a CJK unit runs into the next
-    word, so only the prefix both have counts); English words must match whole."""
+    """The unit two amounts share: 个人 / 个人了, 刀 / 刀左 (a CJK unit runs into the next word, so
+    the shorter need only begin the longer); English words must match whole. A measure word
+    followed by two different nouns counts two things (个员工 / 个会议室): no unit."""
     if first.isascii() or second.isascii():
         return first if first == second else ""
-    size = 0
-    while size < min(len(first), len(second)) and first[size] == second[size]:
-        size += 1
-    return first[:size]
+    short, long = sorted((first, second), key=len)
+    return short if long.startswith(short) else ""
 
 
 def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
@@ -1204,29 +1303,44 @@ def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -
         return None
     if second.additive or first.question or second.question:
         return None
-    if "episodic" in {older.region, newer.region}:
-        return None  # two events each with its amount (交了电费84块 / 交了水费31块)
+    if older.region == "episodic":
+        return None  # an event with its amount (交了电费84块) stays true after another one
     old_values, new_values = changed_values(first, second)
-    old_numbers = [v for v in old_values if _kind(v) == "number"]
-    new_numbers = [v for v in new_values if _kind(v) == "number"]
-    if len(old_numbers) != 1 or len(new_numbers) != 1:
-        return None
-    if any(_VALUE_CLASSES.get(_kind(v)) == "when" for v in (*old_values, *new_values)):
-        return None
+    if any(_VALUE_CLASSES.get(_kind(v)) == "when" for v in old_values) and any(
+        _VALUE_CLASSES.get(_kind(v)) == "when" for v in new_values
+    ):
+        return None  # a time changed with the amount: another occasion
     if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
         return None
-    unit = _common_unit(
-        _number_units(first).get(old_numbers[0], ""), _number_units(second).get(new_numbers[0], "")
-    )
-    if not unit:
+    # The amounts that changed, counted in one unit ("Ava turned ten so her pocket money went
+    # up to £8 a week": ten is her age, £8 the amount of the older "£5 a week").
+    old_units, new_units = _number_units(first), _number_units(second)
+    counted = [
+        (old, new, unit)
+        for old in old_values
+        if old in old_units
+        for new in new_values
+        if new in new_units and (unit := _common_unit(old_units[old], new_units[new]))
+    ]
+    if len(counted) != 1:
         return None
+    old_number, new_number, unit = counted[0]
+    old_numbers, new_numbers = [old_number], [new_number]
     words = [set(_content_terms(side.terms)) for side in (first, second)]
-    if max(len(w) for w in words) > policy.state_max_terms:
-        return None
-    shared = (words[0] & words[1]) - {unit}
+    rate = unit.startswith("per ")
+    shared = (words[0] & words[1]) - {unit} - (set(tokenize(unit)) if rate else set())
+    if len(words[0]) > policy.state_max_terms:
+        return None  # an amount stated as a state is brief; a long chat line holds no such slot
+    if len(words[1]) > policy.state_max_terms and len(shared) < 2:
+        return None  # a long newer line sharing one word: no evidence of one thing counted
     pairs = (_bigrams(first.frame) & _bigrams(second.frame)) - _bigrams(unit)
+    if _swapped_modifier(first.terms, second.terms):
+        return None  # "I run 20 km a week" / "I swim 2 km a week": one unit, two things counted
     if not shared and not pairs:
         return None
+    if rate and len(shared) < 2:
+        return None  # a rate says how often, not what is counted: "We pay 60 a month for
+        # broadband" / "We pay 40 a month for the phone contract" share only the paying
     cosine = float(older.vector @ newer.vector)
     if cosine < policy.state_cosine_floor:
         return None
@@ -1234,3 +1348,120 @@ def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -
         f"quantity: {old_numbers[0]} -> {new_numbers[0]} {unit}; "
         f"shared {', '.join(sorted(shared | pairs))}; statement cosine {cosine:.3f}"
     )
+
+
+# -- a value given after the copula ------------------------------------------------------------
+
+# What joins a statement's subject to its value when the value follows at once: "Mia is …",
+# "staging db host: …", "gym membership = …", "Theo turned …", 家庭医生是…. Grammar, not a cue.
+_VALUE_JOIN = re.compile(r"\b(?:is|are|was|were|am|turned|became)\b|[:=]|是|为", re.I)
+# Words that may stand between the join and the value without saying anything of their own.
+_BEFORE_VALUE = frozenset(
+    tokenize("at in on a an the now still just about around roughly only all set to by called")
+)
+
+
+def _subject_and_value(signal: Slot) -> tuple[list[str], bool] | None:
+    """The words before the statement's first join (its subject, with each mask read as the
+    value it stands for) and whether a value follows the join at once (None: no join)."""
+    match = _VALUE_JOIN.search(signal.frame)
+    if match is None:
+        return None
+    before, after = signal.frame[: match.start()], signal.frame[match.end() :]
+    masks = signal.frame.count(MASK)
+    readable = masks == len(signal.values)
+    words: list[str] = []
+    index = 0
+    for piece in re.split(f"({re.escape(MASK)})", before):
+        if piece == MASK:
+            if readable:
+                words += tokenize(signal.values[index].split(":", 1)[1])
+            index += 1
+        else:
+            words += _content_terms(tokenize(piece))
+    rest = after.lstrip()
+    first_words = re.split(f"({re.escape(MASK)})", rest, maxsplit=1)
+    value_first = len(first_words) > 1 and all(
+        word in _BEFORE_VALUE for word in tokenize(first_words[0])
+    )
+    return words, value_first
+
+
+def value_after_join(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """Both statements give their subject a value right after the join, the subject's last word
+    (its head: what the value is of) is the same, and the value changed within one class.
+
+    "My daughter Mia is 4" → "Mia is five and very proud of it"; "wifi password is …" → "wifi pw
+    is …"; "The landlord is Mr. Fenwick" → "The landlord is a company called Harbour Lettings".
+    The rest of the sentences may be worded anew: the subject and the join say which slot. Both
+    are said in two conversations, and no side names its subject with words the other lacks.
+    "My daughter Mia is 4" / "My son Leo is 7" name two heads; "The API timeout is 30 s" / "The
+    DB timeout is 10 s" swap a modifier of one head: two slots.
+    """
+    assert older.slot is not None and newer.slot is not None
+    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+        return None
+    if older.session is None or older.session == newer.session:
+        return None  # within one conversation, two such lines list two things (work / home phone)
+    first, second = older.slot, newer.slot
+    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
+        return None
+    if second.additive or first.question or second.question or about_two_things(first, second):
+        return None
+    old_side, new_side = _subject_and_value(first), _subject_and_value(second)
+    if old_side is None or new_side is None:
+        return None
+    (old_subject, old_first), (new_subject, new_first) = old_side, new_side
+    if not (old_first and new_first and old_subject and new_subject):
+        return None
+    head_old, head_new = old_subject[-1], new_subject[-1]
+    if head_old != head_new and not _one_word(head_old, head_new):
+        return None
+    old_own, new_own = _unmatched(old_subject, new_subject), _unmatched(new_subject, old_subject)
+    if old_own and new_own:
+        return None  # "old work phone number" / "personal phone number": two of them
+    old_values, new_values = changed_values(first, second)
+    old_values = tuple(v for v in old_values if not set(tokenize(v.split(":", 1)[1])) & {head_old})
+    new_values = tuple(v for v in new_values if not set(tokenize(v.split(":", 1)[1])) & {head_new})
+    if not old_values or not new_values or _classes_differ(old_values, new_values):
+        return None
+    if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
+        return None
+    if _counted_apart(first, second, old_values, new_values):
+        return None  # "The team is 9 engineers" / "The team is 3 designers"
+    cosine = float(older.vector @ newer.vector)
+    if cosine < policy.state_cosine_floor:
+        return None
+    return (
+        f"value of {head_new}: {', '.join(old_values)} -> {', '.join(new_values)}; "
+        f"statement cosine {cosine:.3f}"
+    )
+
+
+def _unmatched(words: list[str], other: list[str]) -> list[str]:
+    """The words of ``words`` that ``other`` has in no form (db / database are one word)."""
+    return [w for w in words if not any(w == o or _one_word(w, o) for o in other)]
+
+
+def _counted_apart(
+    first: Slot, second: Slot, old_values: tuple[str, ...], new_values: tuple[str, ...]
+) -> bool:
+    """Both sides changed an amount, each counted in a unit of its own (八千步 / 七个小时, "40
+    minutes" / "8 pounds"): two attributes. Amounts without a unit say nothing either way."""
+    old_units = {u for v, u in _number_units(first).items() if v in old_values}
+    new_units = {u for v, u in _number_units(second).items() if v in new_values}
+    if not old_units or not new_units:
+        return False
+    return not any(_common_unit(a, b) for a in old_units for b in new_units)
+
+
+def _heads_differ(first: Slot, second: Slot) -> bool:
+    """Both give a value right after the join, to subjects with different heads (孩子的班主任是…
+    / 孩子的英语老师是…): two attributes of what they share."""
+    sides = _subject_and_value(first), _subject_and_value(second)
+    if sides[0] is None or sides[1] is None:
+        return False
+    (old_subject, old_first), (new_subject, new_first) = sides[0], sides[1]
+    if not (old_first and new_first and old_subject and new_subject):
+        return False
+    return old_subject[-1] != new_subject[-1] and not _one_word(old_subject[-1], new_subject[-1])
