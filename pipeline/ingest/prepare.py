@@ -240,40 +240,52 @@ def learned_classification(text: str, verdict: TurnVerdict) -> Classification:
     return decided(text, verdict.kind, verdict.reason)
 
 
-# The longest turn whose small-talk verdict the gate trusts. A longer turn has room for a fact
-# inside the chatter ("Hey John! How've you been? I'm writing articles about fantasy novels
-# now"), and the model, which saw few such turns as small talk, still often calls it that: of
-# the 2,432 LoCoMo dev turns the rules keep as plain facts (548 of them evidence for a
-# question) turn-classifier-v2 would filter 688, 52 of them evidence. The cap is the longest
-# whose LoCoMo evidence loss stays within v1's gate at 10 words (6 turns): v2 drops 4 evidence
-# turns at 10 words, 7 at 12, 14 at 15. A longer cap only adds corpus recall (cross-validated,
-# training/turn_classifier/RESULTS.md), so the LoCoMo loss bounds it.
+# The longest turn the gate judges. A longer turn has room for a fact inside the chatter ("Hey
+# John! How've you been? I'm writing articles about fantasy novels now"), and the model, which saw
+# few such turns as small talk, still often calls it that. The lengths and the threshold for the
+# longer of the judged turns were chosen so that LoCoMo dev loses no more evidence turns than under
+# v2's gate (4 of the 548 evidence turns among the 2,432 the rules keep as plain facts), and the
+# corpus recall on the folds is the highest at non-memory precision >= 0.95
+# (training/turn_classifier/RESULTS.md): up to GATE_TRUSTED_WORDS the model's own keep threshold
+# decides; up to GATE_MAX_WORDS only a near-certain verdict (keep below GATE_SURE_KEEP).
 GATE_MAX_WORDS = 10
+GATE_TRUSTED_WORDS = 8
+GATE_SURE_KEEP = 0.05
+
+
+def gate_judges(text: str) -> bool:
+    """True when the gate asks the model about this turn: the rules would keep it and it is
+    short (``GATE_MAX_WORDS``). Turns where a kind pattern fired are judged too, though the gate
+    never overrules the pattern: their keep probability is what the echo rule reads."""
+    return classify(text).remember and word_count(text) <= GATE_MAX_WORDS
 
 
 def gated_classification(text: str, verdict: TurnVerdict) -> Classification:
-    """The rules' classification, with the model as a small-talk gate for short plain turns.
+    """The rules' classification, with the model as a small-talk gate for short turns.
 
-    The rules decide everything, except that a turn they would keep as a plain fact (no kind
-    pattern fired) and is short (``GATE_MAX_WORDS``) is filtered when the model calls it small
-    talk, filler, a greeting, thanks or a bare question, and kept as a preference when the
-    model's most probable memory kind is that. The rules keep most chatter as facts (87 % of the
-    corpus' held-back chatter), and chatter stored is chatter recalled; the learned classifier as
-    a whole filters too many informative chatty turns on long conversations (LoCoMo, RESULTS.md),
-    and those are long turns. The rules' "fact" is only their default (precision 0.14 on the
-    held-back quarter) and their preference patterns find few preferences said without a verb of
-    liking ("I only drink oolong", "牛肉我是真吃不惯": recall 0.27), where the model finds 0.84;
+    The rules decide everything, except that a short turn they would keep as a plain fact (no
+    kind pattern fired) is filtered when the model calls it small talk, filler, a greeting,
+    thanks or a bare question (``GATE_*`` above say how short and how sure), and kept as a
+    preference when the model's most probable memory kind is that. The rules keep most chatter
+    as facts (87 % of the corpus' held-back chatter), and chatter stored is chatter recalled; the
+    learned classifier as a whole filters too many informative chatty turns on long
+    conversations (LoCoMo, RESULTS.md), and those are long turns. The rules' "fact" is only
+    their default (precision 0.14 on the held-back quarter) and their preference patterns find
+    few preferences said without a verb of liking ("I only drink oolong", "牛肉我是真吃不惯":
+    recall 0.27), where the model finds 0.84;
     on long turns it calls LoCoMo's warm chatter preferences too ("Family's love really grounds
     us …": 211 of its dev turns, recall_all@10 0.686 → 0.674), so there the rules decide.
     """
     rules = classify(text)
     if not rules.remember or rules.reason.startswith("matched"):
         return rules
-    if word_count(text) > GATE_MAX_WORDS:
+    words = word_count(text)
+    if words > GATE_MAX_WORDS:
         return rules
-    if not verdict.remember:
+    sure = verdict.keep_probability < GATE_SURE_KEEP
+    if not verdict.remember and (words <= GATE_TRUSTED_WORDS or sure):
         return not_remembered(f"small talk, short ({verdict.reason})")
-    if verdict.kind == "preference":
+    if verdict.remember and verdict.kind == "preference":
         return decided(text, "preference", f"{rules.reason}; {verdict.reason}")
     return rules
 
@@ -494,17 +506,27 @@ def classify_turns(
     *,
     time_notes: bool = True,
 ) -> dict[int, TurnAnalysis]:
-    """The learned analyses of ``turns`` (by batch index) from their rows of the batch's vectors."""
-    order = list(turns)
-    verdicts = classifier.classify_many(
-        [turns[index].text for index in order], vectors[[row_of[index] for index in order]]
-    )
-    return {
-        index: learned_analysis(
-            turns[index], verdict, time_notes=time_notes, gate=classifier.mode == "gate"
-        )
-        for index, verdict in zip(order, verdicts, strict=True)
+    """The learned analyses of ``turns`` (by batch index) from their rows of the batch's vectors.
+
+    The gate asks the model only about the turns it may filter (:func:`gate_judges`); the rest
+    are the rules' alone (no keep probability recorded), which also spares the classifier's
+    second encoder the long turns."""
+    gate = classifier.mode == "gate"
+    order = [index for index in turns if not gate or gate_judges(turns[index].text)]
+    judged = set(order)
+    analyses = {
+        index: rules_analysis(turn, time_notes=time_notes)
+        for index, turn in turns.items()
+        if index not in judged
     }
+    search_texts = [turn_search_text(turns[index], time_notes=time_notes) for index in order]
+    inputs = classifier.input_vectors(search_texts, vectors[[row_of[index] for index in order]])
+    verdicts = classifier.classify_many([turns[index].text for index in order], inputs)
+    analyses.update(
+        (index, learned_analysis(turns[index], verdict, time_notes=time_notes, gate=gate))
+        for index, verdict in zip(order, verdicts, strict=True)
+    )
+    return analyses
 
 
 async def publish_prepared(

@@ -530,6 +530,36 @@ def test_the_learned_keep_probability_is_recorded_on_the_analysis() -> None:
     assert by_rules.analysis is not None and by_rules.analysis.keep_probability is None
 
 
+def test_gated_turns_of_nine_or_ten_words_are_filtered_only_when_the_model_is_near_certain() -> (
+    None
+):
+    # Leaning to small talk (keep about 0.35, under the threshold 0.5, over GATE_SURE_KEEP).
+    leaning = [0.72, 0.0, 0.0, 0.0, 0.0, 0.0, 0.69]
+    seven = "the weather was lovely out there today"
+    nine = "the weather was lovely out there today, really lovely"
+    sure_nine = "what a lovely sunny day out there today, so lovely"
+    encoder = ExactEncoder({seven: leaning, nine: leaning, sure_nine: [1.0]}, TINY_DIMENSION)
+    log = Log()
+    batch = prepare_gated(encoder, log.turn(seven), log.turn(nine), log.turn(sure_nine))
+
+    short, longer, sure = [p.analysis for _, p in batch.prepared]
+    assert short is not None and not short.remember
+    assert short.keep_probability is not None and 0.05 < short.keep_probability < 0.5
+    assert longer is not None and longer.remember and longer.reason == "default: fact"
+    assert sure is not None and not sure.remember
+
+
+def test_gated_a_turn_longer_than_the_gate_is_not_judged() -> None:
+    long = "my sister moved to Lisbon in May and she loves the food there a lot"
+    log = Log()
+    batch = prepare_gated(labelled(small_talk=long), log.turn(long))
+
+    [(_, prepared)] = batch.prepared
+    assert prepared.analysis is not None and prepared.analysis.remember
+    assert prepared.analysis.keep_probability is None
+    assert prepared.models.classifier == "rules-v1+gate:tiny-classifier-test"
+
+
 def test_gated_a_long_turn_the_model_calls_a_preference_stays_the_rules_fact() -> None:
     long = "my family and my friends are always there for me and they keep me going every day"
     log = Log()
