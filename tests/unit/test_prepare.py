@@ -556,15 +556,19 @@ def test_gated_the_longer_a_turn_the_surer_the_model_must_be_to_filter_it() -> N
     assert unsure.keep_probability is not None and 0.18 < unsure.keep_probability < 0.5
 
 
-def test_gated_a_turn_longer_than_the_gate_is_not_judged() -> None:
+def test_gated_a_turn_longer_than_the_gate_is_judged_only_if_it_could_be_an_echo() -> None:
     long = "my sister moved to Lisbon in May and she loves the food there a lot"
+    echo = "ok ok thanks for the reminder about the parent teacher meeting at school"
     log = Log()
-    batch = prepare_gated(labelled(small_talk=long), log.turn(long))
+    batch = prepare_gated(
+        labelled(small_talk=long, small_talk_2=echo), log.turn(long), log.turn(echo)
+    )
 
-    [(_, prepared)] = batch.prepared
-    assert prepared.analysis is not None and prepared.analysis.remember
-    assert prepared.analysis.keep_probability is None
-    assert prepared.models.classifier == "rules-v1+gate:tiny-classifier-test"
+    statement, acknowledgement = [p.analysis for _, p in batch.prepared]
+    assert statement is not None and statement.remember and statement.keep_probability is None
+    # Too long to be filtered; its keep probability is what the echo rule reads.
+    assert acknowledgement is not None and acknowledgement.remember
+    assert acknowledgement.keep_probability is not None and acknowledgement.keep_probability < 0.5
 
 
 def test_gated_a_long_turn_the_model_calls_a_preference_stays_the_rules_fact() -> None:
