@@ -519,9 +519,9 @@ def classify_turns(
 ) -> dict[int, TurnAnalysis]:
     """The learned analyses of ``turns`` (by batch index) from their rows of the batch's vectors.
 
-    The gate asks the model only about the turns it may filter (:func:`gate_judges`); the rest
-    are the rules' alone (no keep probability recorded), which also spares the classifier's
-    second encoder the long turns."""
+    The gate asks the model only about the turns it may filter or the echo rule may read
+    (:func:`gate_judges`); the rest are the rules' alone (no keep probability recorded), which
+    spares the classifier's second encoder most long turns."""
     gate = classifier.mode == "gate"
     order = [index for index in turns if not gate or gate_judges(turns[index].text)]
     judged = set(order)
