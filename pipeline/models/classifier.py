@@ -8,7 +8,9 @@ versions, the arrays' sha256). It runs on numpy alone; the runtime never imports
 library.
 
 Its input is the vector the index gets anyway (the encoder's embedding of the turn's search text,
-so ``prepare`` still makes one encoder call per batch), a few lexical features of the turn text
+so ``prepare`` still makes one encoder call per batch), from v3 on a second, multilingual vector
+of the same text (USE, which the classifier computes itself for the turns it judges: the English
+MiniLM vector says little about Chinese), a few lexical features of the turn text
 (length, script shares, question and exclamation marks, digits, first and second person markers)
 and hashed character and word n-grams of it. The same text and vector give the same answer bit for
 bit, whatever batch they come in; replay never runs it anyway, since the prepared event records
@@ -37,6 +39,13 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.memory.rules.text import cjk_ratio
+from pipeline.models.encoders import (
+    CHOICES,
+    Encoder,
+    EncoderUnavailable,
+    encoder_id,
+    load_encoder,
+)
 from schemas.errors import HindsightError
 from schemas.memory import Kind
 
@@ -44,7 +53,7 @@ log = logging.getLogger("hindsight.classifier")
 jieba.setLogLevel(logging.WARNING)  # jieba logs its dictionary build at INFO on first use
 
 WEIGHTS_DIR = Path(__file__).with_name("weights")
-DEFAULT_MODEL = "turn-classifier-v2"
+DEFAULT_MODEL = "turn-classifier-v3"
 
 Array = npt.NDArray[np.float64]
 ClassifierMode = Literal["learned", "gate"]
@@ -203,6 +212,20 @@ class TurnClassifier:
         self.encoder_id: str = _field(manifest, "encoder_id", str)
         self.encoder_name: str = _field(manifest, "encoder_name", str)
         self.dimension: int = _field(manifest, "embedding_dimension", int)
+        # From v3 on, a second (multilingual) vector of the same search text follows the first;
+        # the classifier embeds it itself (:meth:`input_vectors`), one turn at a time.
+        second = manifest.get("second_encoder")
+        if second is not None and not isinstance(second, dict):
+            raise ClassifierFileError(f"second_encoder: expected an object, got {second!r}")
+        self.second_encoder_name: str | None = (
+            _field(second, "name", str) if second is not None else None
+        )
+        self.second_encoder_id: str | None = (
+            _field(second, "id", str) if second is not None else None
+        )
+        self.second_dimension: int = _field(second, "dimension", int) if second else 0
+        self.input_dimension = self.dimension + self.second_dimension
+        self._second: Encoder | None = None
         self.labels: tuple[str, ...] = tuple(_field(manifest, "labels", list))
         self.threshold: float = float(_field(manifest, "keep_threshold", float))
         self.buckets: int = _field(manifest, "gram_buckets", int)
@@ -232,7 +255,7 @@ class TurnClassifier:
             "lexical_scale": (self._lexical_scale.shape, (len(LEXICAL_FEATURES),)),
             "weight_dense": (
                 self._dense.shape,
-                (self.dimension + len(LEXICAL_FEATURES), len(self.labels)),
+                (self.input_dimension + len(LEXICAL_FEATURES), len(self.labels)),
             ),
             "weight_grams": (self._grams.shape, (self.buckets, len(self.labels))),
             "bias": (self._bias.shape, (len(self.labels),)),
@@ -241,14 +264,49 @@ class TurnClassifier:
             if shape != expected:
                 raise ClassifierFileError(f"{name}: shape {shape}, expected {expected}")
 
+    def input_vectors(self, search_texts: Sequence[str], vectors: npt.ArrayLike) -> Array:
+        """What :meth:`probabilities` reads: the encoder's ``vectors`` of the turns' search texts,
+        followed by the second encoder's (if the file has one), computed here one text at a time
+        so that a turn's vector, like its answer, does not depend on its batch."""
+        first = np.asarray(vectors, dtype=np.float64)
+        if not search_texts:
+            return np.zeros((0, self.input_dimension))
+        first = first.reshape(len(search_texts), -1)
+        if self.second_encoder_name is None:
+            return first
+        encoder = self._second_encoder()
+        second = np.vstack([encoder.encode([text]) for text in search_texts])
+        return np.hstack([first, second.astype(np.float64)])
+
+    def _second_encoder(self) -> Encoder:
+        if self._second is None:
+            # The manifest names the model; the encoder of that model is loaded by its choice.
+            choices = [c.name for c in CHOICES.values() if c.model == self.second_encoder_name]
+            if not choices:
+                raise ClassifierFileError(
+                    f"second_encoder: no encoder runs {self.second_encoder_name!r}"
+                )
+            encoder = load_encoder(choices[0], threads=1)
+            if encoder_id(encoder) != self.second_encoder_id:
+                raise ClassifierFileError(
+                    f"second_encoder: {self.id} was trained on {self.second_encoder_id}, "
+                    f"this process has {encoder_id(encoder)}"
+                )
+            self._second = encoder
+        return self._second
+
     def probabilities(self, texts: Sequence[str], vectors: npt.ArrayLike) -> Array:
-        """Label probabilities, one row per turn, columns in :attr:`labels` order."""
+        """Label probabilities, one row per turn, columns in :attr:`labels` order.
+
+        ``vectors`` are :meth:`input_vectors` (for a file without a second encoder, the
+        encoder's vectors as they are)."""
         if not texts:
             return np.zeros((0, len(self.labels)))
         embedded = np.asarray(vectors, dtype=np.float64).reshape(len(texts), -1)
-        if embedded.shape[1] != self.dimension:
+        if embedded.shape[1] != self.input_dimension:
             raise ClassifierFileError(
-                f"vector: {self.id} takes {self.dimension} dimensions, got {embedded.shape[1]}"
+                f"vector: {self.id} takes {self.input_dimension} dimensions, "
+                f"got {embedded.shape[1]}"
             )
         rows = zip(texts, embedded, strict=True)
         return np.stack([self._row(text, vector) for text, vector in rows])
@@ -351,7 +409,7 @@ _WARNED: set[tuple[str, str]] = set()
 
 def classifier_for(choice: str, encoder_name: str) -> TurnClassifier | None:
     """The learned classifier for ``learned``, its small-talk gate for ``gated``, if it fits the
-    encoder; else None.
+    encoder (and its second encoder is installed); else None.
 
     ``None`` means the rules decide alone. A mismatch is logged once per process and encoder.
     """
@@ -361,6 +419,14 @@ def classifier_for(choice: str, encoder_name: str) -> TurnClassifier | None:
         raise ClassifierFileError(f"classifier: expected gated, learned or rules, got {choice!r}")
     classifier = _cached()
     if classifier.fits(encoder_name):
+        try:
+            if classifier.second_encoder_name is not None:
+                classifier._second_encoder()
+        except EncoderUnavailable as error:
+            if (classifier.id, str(error)) not in _WARNED:
+                _WARNED.add((classifier.id, str(error)))
+                log.warning("classifier %s: %s; the rules decide instead", classifier.id, error)
+            return None
         return classifier.as_gate() if choice == "gated" else classifier
     if (classifier.id, encoder_name) not in _WARNED:
         _WARNED.add((classifier.id, encoder_name))

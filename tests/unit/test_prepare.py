@@ -530,6 +530,47 @@ def test_the_learned_keep_probability_is_recorded_on_the_analysis() -> None:
     assert by_rules.analysis is not None and by_rules.analysis.keep_probability is None
 
 
+def test_gated_the_longer_a_turn_the_surer_the_model_must_be_to_filter_it() -> None:
+    # Under the model's threshold (0.5) both: leaning to small talk (keep about 0.14, under
+    # GATE_KEEP, over GATE_SURE_KEEP) and doubtful (keep about 0.35, over GATE_KEEP).
+    leaning = [0.75, 0.0, 0.0, 0.0, 0.0, 0.0, 0.66]
+    doubtful = [0.72, 0.0, 0.0, 0.0, 0.0, 0.0, 0.69]
+    seven = "the weather was lovely out there today"
+    nine = "the weather was lovely out there today, really lovely"
+    sure_nine = "what a lovely sunny day out there today, so lovely"
+    six = "the garden looks lovely this year"
+    encoder = ExactEncoder(
+        {seven: leaning, nine: leaning, sure_nine: [1.0], six: doubtful}, TINY_DIMENSION
+    )
+    log = Log()
+    batch = prepare_gated(
+        encoder, log.turn(seven), log.turn(nine), log.turn(sure_nine), log.turn(six)
+    )
+
+    short, longer, sure, unsure = [p.analysis for _, p in batch.prepared]
+    assert short is not None and not short.remember
+    assert short.keep_probability is not None and 0.05 < short.keep_probability < 0.18
+    assert longer is not None and longer.remember and longer.reason == "default: fact"
+    assert sure is not None and not sure.remember
+    assert unsure is not None and unsure.remember and unsure.reason == "default: fact"
+    assert unsure.keep_probability is not None and 0.18 < unsure.keep_probability < 0.5
+
+
+def test_gated_a_turn_longer_than_the_gate_is_judged_only_if_it_could_be_an_echo() -> None:
+    long = "my sister moved to Lisbon in May and she loves the food there a lot"
+    echo = "ok ok thanks for the reminder about the parent teacher meeting at school"
+    log = Log()
+    batch = prepare_gated(
+        labelled(small_talk=long, small_talk_2=echo), log.turn(long), log.turn(echo)
+    )
+
+    statement, acknowledgement = [p.analysis for _, p in batch.prepared]
+    assert statement is not None and statement.remember and statement.keep_probability is None
+    # Too long to be filtered; its keep probability is what the echo rule reads.
+    assert acknowledgement is not None and acknowledgement.remember
+    assert acknowledgement.keep_probability is not None and acknowledgement.keep_probability < 0.5
+
+
 def test_gated_a_long_turn_the_model_calls_a_preference_stays_the_rules_fact() -> None:
     long = "my family and my friends are always there for me and they keep me going every day"
     log = Log()

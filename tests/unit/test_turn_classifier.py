@@ -228,7 +228,7 @@ def test_the_same_turn_gets_the_same_answer_bit_for_bit_in_any_batch(
     classifier: TurnClassifier,
 ) -> None:
     texts = ["ok", "We moved to Postgres", "我明天去上海出差", "lol", "how do I undo a commit?"]
-    vectors = random_vectors(len(texts), classifier.dimension)
+    vectors = random_vectors(len(texts), classifier.input_dimension)
 
     batch = classifier.probabilities(texts, vectors)
     again = load_turn_classifier().probabilities(texts, vectors)
@@ -239,6 +239,35 @@ def test_the_same_turn_gets_the_same_answer_bit_for_bit_in_any_batch(
 
     assert batch.tobytes() == again.tobytes() == one_by_one.tobytes() == reversed_batch.tobytes()
     assert np.allclose(batch.sum(axis=1), 1.0)
+
+
+def test_the_second_vector_of_a_turn_does_not_depend_on_its_batch(
+    classifier: TurnClassifier,
+) -> None:
+    assert classifier.second_encoder_name is not None, "v3 reads the multilingual vector"
+    texts = ["user: ok", "Wei: 我明天去上海出差", "Sam: we moved the billing service to Postgres"]
+    first = random_vectors(len(texts), classifier.dimension)
+
+    batch = classifier.input_vectors(texts, first)
+    one_by_one = np.vstack(
+        [classifier.input_vectors([t], [v]) for t, v in zip(texts, first, strict=True)]
+    )
+    reversed_batch = classifier.input_vectors(texts[::-1], first[::-1])[::-1]
+
+    assert batch.shape == (len(texts), classifier.input_dimension)
+    assert batch.tobytes() == one_by_one.tobytes() == reversed_batch.tobytes()
+    assert np.array_equal(batch[:, : classifier.dimension], first)
+
+
+def test_a_second_encoder_other_than_the_one_trained_on_is_refused(tmp_path: Path) -> None:
+    path = copy_of_file(tmp_path)
+    spec = json.loads(path.read_text())
+    spec["second_encoder"]["id"] = "universal-sentence-encoder-multilingual-3/numpy-fp32@0"
+    path.write_text(json.dumps(spec))
+
+    other = load_turn_classifier(directory=tmp_path)
+    with pytest.raises(ClassifierFileError, match="second_encoder"):
+        other.input_vectors(["user: ok"], random_vectors(1, other.dimension))
 
 
 def test_lexical_and_gram_features_are_pure_functions_of_the_text() -> None:
@@ -302,7 +331,7 @@ def test_the_clear_cases_are_not_corpus_turns() -> None:
 def test_clear_cases_are_filtered_or_kept_as_their_kind(
     classifier: TurnClassifier, encoder: Encoder, label: str, text: str
 ) -> None:
-    [vector] = encoder.encode([f"user: {text}"])
+    [vector] = classifier.input_vectors([f"user: {text}"], encoder.encode([f"user: {text}"]))
     verdict = classifier.classify(text, vector)
 
     assert verdict.remember is (label not in NON_MEMORY_LABELS), verdict.reason

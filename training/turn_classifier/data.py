@@ -30,6 +30,9 @@ from pipeline.models.encoders import Encoder, encoder_id
 from training.turn_classifier.corpus_stats import CORPUS_PATH, LABELS, Turn
 
 ENCODER = "minilm"
+# The second, multilingual vector the classifier reads from v3 on (the English MiniLM vector says
+# little about Chinese); RESULTS.md has what it buys and costs.
+SECOND_ENCODER = "use"
 SPEAKERS: tuple[str, ...] = (
     "user",
     "assistant",
@@ -99,10 +102,19 @@ def embed(encoder: Encoder, texts: Sequence[str], cache: Path | None) -> npt.NDA
 
 
 def inputs(
-    turns: Sequence[Turn], encoder: Encoder, framings: Sequence[int], cache: Path | None
+    turns: Sequence[Turn],
+    encoder: Encoder,
+    framings: Sequence[int],
+    cache: Path | None,
+    second: Encoder | None = None,
 ) -> Inputs:
+    """The rows of ``turns`` in each framing; with a ``second`` encoder its vector of the same
+    search text follows the first encoder's in each row (the order the runtime concatenates)."""
     rows = [(turn, framing) for framing in framings for turn in turns]
-    vectors = embed(encoder, [search_text(turn, framing) for turn, framing in rows], cache)
+    texts = [search_text(turn, framing) for turn, framing in rows]
+    vectors = embed(encoder, texts, cache)
+    if second is not None:
+        vectors = np.hstack([vectors, embed(second, texts, cache)]).astype(np.float32)
     return Inputs(
         turns=[turn for turn, _ in rows],
         vectors=vectors,

@@ -33,7 +33,7 @@ from pipeline.models.classifier import (
 )
 from pipeline.models.encoders import load_encoder
 from training.turn_classifier.corpus_stats import LABELS, NON_MEMORY_LABELS, Turn, load_corpus
-from training.turn_classifier.data import ENCODER, EVALUATION_FRAMING, inputs
+from training.turn_classifier.data import ENCODER, EVALUATION_FRAMING, inputs, search_text
 from training.turn_classifier.split import split
 
 NOT_REMEMBERED = "(not remembered)"
@@ -113,7 +113,11 @@ def evaluate(
 ) -> dict[str, Any]:
     encoder = load_encoder(ENCODER)
     data = inputs(held_back, encoder, (EVALUATION_FRAMING,), cache)
-    verdicts = classifier.classify_many([t.text for t in held_back], data.vectors)
+    # The second vector (v3 on) as prepare gets it: from the classifier, one turn at a time.
+    vectors = classifier.input_vectors(
+        [search_text(t, EVALUATION_FRAMING) for t in held_back], data.vectors
+    )
+    verdicts = classifier.classify_many([t.text for t in held_back], vectors)
     rules = [classify(t.text) for t in held_back]
     # As prepare decides with the model: the rules' precise patterns first, then the model.
     combined = [learned_classification(t.text, v) for t, v in zip(held_back, verdicts, strict=True)]
