@@ -790,6 +790,18 @@ class Statement:
     session: str | None = None  # the conversation it was said in (None: unknown)
 
 
+def _stateful_pair(older: Statement, newer: Statement) -> tuple[Vector, Vector] | None:
+    """The two whole-statement vectors when the newer statement may update the older one at all:
+    one speaker said both, both have vectors, the newer is of a kind that updates and the older
+    states something that can change. The common gate of the whole-statement rules below."""
+    assert older.slot is not None
+    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+        return None
+    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, older.slot):
+        return None
+    return older.vector, newer.vector
+
+
 def _triplets_conflict(first: Triplet | None, second: Triplet | None) -> bool:
     return (
         first is not None
@@ -1055,11 +1067,10 @@ def switched_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str
     我早饭一般是豆浆油条. The slot's words are the older statement's too, the value after the verb
     is new to it, both are brief (``state_max_terms``) and close as wholes."""
     assert older.slot is not None and newer.slot is not None
-    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+    vectors = _stateful_pair(older, newer)
+    if vectors is None:
         return None
     first, second = older.slot, newer.slot
-    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
-        return None
     if first.question or second.question or about_two_things(first, second):
         return None
     switch = switch_of(second.frame)
@@ -1075,7 +1086,7 @@ def switched_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str
     new_words = set(_content_terms(tokenize(value))) - set(first.terms)
     if not new_words and not set(second.values) - set(first.values):
         return None  # the value it switches to is the one the older statement gives
-    cosine = float(older.vector @ newer.vector)
+    cosine = float(vectors[0] @ vectors[1])
     if cosine < policy.state_cosine_floor:
         return None
     return f"switch: {slot_words.strip()}; statement cosine {cosine:.3f}"
@@ -1177,15 +1188,14 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     * no swapped modifier (breakfast / lunch, 早饭 / 午饭) and no differing subject.
     """
     assert older.slot is not None and newer.slot is not None
-    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+    vectors = _stateful_pair(older, newer)
+    if vectors is None:
         return None
     if older.session is None or older.session == newer.session:
         return None  # within one conversation, a line sharing a word goes on about the topic
     if "episodic" in {older.region, newer.region}:
         return None  # an event (what happened, when) holds no value that words could replace
     first, second = older.slot, newer.slot
-    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
-        return None
     if second.additive or second.moment or first.question or second.question:
         return None
     if older.kind == "preference" and newer.kind not in {"preference", "decision"}:
@@ -1217,7 +1227,7 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     new_own = [t for t in words[1] if t not in shared] + list(new_values)
     if not shared or not old_own or len(new_own) < 2:
         return None  # "Back on the billing migration": the topic again, and nothing said of it
-    cosine = float(older.vector @ newer.vector)
+    cosine = float(vectors[0] @ vectors[1])
     if cosine < policy.state_cosine_floor:
         return None
     if encoder_reads(first, policy) and encoder_reads(second, policy):
@@ -1296,11 +1306,10 @@ def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -
     (北京办公室有40个人 / 上海办公室有12个人) or a time changed with it.
     """
     assert older.slot is not None and newer.slot is not None
-    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+    vectors = _stateful_pair(older, newer)
+    if vectors is None:
         return None
     first, second = older.slot, newer.slot
-    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
-        return None
     if second.additive or first.question or second.question:
         return None
     if older.region == "episodic":
@@ -1341,7 +1350,7 @@ def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -
     if rate and len(shared) < 2:
         return None  # a rate says how often, not what is counted: "We pay 60 a month for
         # broadband" / "We pay 40 a month for the phone contract" share only the paying
-    cosine = float(older.vector @ newer.vector)
+    cosine = float(vectors[0] @ vectors[1])
     if cosine < policy.state_cosine_floor:
         return None
     return (
@@ -1399,13 +1408,12 @@ def value_after_join(older: Statement, newer: Statement, policy: MemoryPolicy) -
     DB timeout is 10 s" swap a modifier of one head: two slots.
     """
     assert older.slot is not None and newer.slot is not None
-    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
+    vectors = _stateful_pair(older, newer)
+    if vectors is None:
         return None
     if older.session is None or older.session == newer.session:
         return None  # within one conversation, two such lines list two things (work / home phone)
     first, second = older.slot, newer.slot
-    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, first):
-        return None
     if second.additive or first.question or second.question or about_two_things(first, second):
         return None
     old_side, new_side = _subject_and_value(first), _subject_and_value(second)
@@ -1429,7 +1437,7 @@ def value_after_join(older: Statement, newer: Statement, policy: MemoryPolicy) -
         return None
     if _counted_apart(first, second, old_values, new_values):
         return None  # "The team is 9 engineers" / "The team is 3 designers"
-    cosine = float(older.vector @ newer.vector)
+    cosine = float(vectors[0] @ vectors[1])
     if cosine < policy.state_cosine_floor:
         return None
     return (
