@@ -8,6 +8,10 @@ ends ``superseded`` by the newer statement's memory.
     python -m training.slots.evaluate --half tune [--show]
     python -m training.slots.evaluate --half test        # once, at the end; never with --show
 
+``--set corpus`` scores the pair corpus instead (``corpus/``, 1,280 pairs written by four
+writers who never saw the rules; ``corpus/CORPUS.md``): its tune part (three quarters, fixed by
+``corpus_half``) may be looked at, its test quarter only scored.
+
 Prints JSON: precision, recall and counts per half, per language and per category.
 """
 
@@ -58,6 +62,53 @@ class Outcome:
 
 def load_pairs(path: Path = PAIRS) -> list[Pair]:
     return [Pair(**orjson.loads(line)) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+CORPUS_DIR = Path(__file__).with_name("corpus")
+CORPUS_SEED = "hindsight-update-pairs/"
+CORPUS_TEST_EVERY = 4  # one pair in four is the test quarter
+CORPUS_FIELDS = {"id", "lang", "domain", "label", "sub", "older", "newer"}
+CORPUS_SUBS = {
+    "update": {"switch", "number", "state", "silent", "correction", "procedure", "ended"},
+    "keep": {"adds", "same", "other_subject", "other_attribute", "tentative", "unrelated"},
+}
+
+
+def corpus_half(pair_id: str) -> str:
+    """``test`` for one pair in four, by a seeded hash of the id alone (never the text)."""
+    digest = hashlib.sha256((CORPUS_SEED + pair_id).encode()).digest()
+    return "test" if digest[0] % CORPUS_TEST_EVERY == 0 else "tune"
+
+
+def load_corpus(directory: Path = CORPUS_DIR) -> list[Pair]:
+    """Every pair of ``directory/*.jsonl`` (a writer per file), checked, as :class:`Pair`."""
+    pairs: list[Pair] = []
+    for path in sorted(directory.glob("*.jsonl")):
+        for number, line in enumerate(path.read_bytes().splitlines(), 1):
+            row = orjson.loads(line)
+            where = f"{path.name}:{number}"
+            if set(row) != CORPUS_FIELDS:
+                raise ValueError(f"{where}: fields {sorted(row)}, expected {sorted(CORPUS_FIELDS)}")
+            if row["lang"] not in {"en", "zh"}:
+                raise ValueError(f"{where}: lang {row['lang']!r}")
+            if row["sub"] not in CORPUS_SUBS.get(row["label"], set()):
+                raise ValueError(f"{where}: sub {row['sub']!r} for label {row['label']!r}")
+            pairs.append(
+                Pair(
+                    id=row["id"],
+                    half=corpus_half(row["id"]),
+                    lang=row["lang"],
+                    category=row["label"],
+                    sub=row["sub"],
+                    older={"speaker": "user", "text": row["older"]},
+                    newer={"speaker": "user", "text": row["newer"]},
+                    supersedes=row["label"] == "update",
+                )
+            )
+    ids = [pair.id for pair in pairs]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{directory}: duplicate pair ids")
+    return pairs
 
 
 def _turn(pair: Pair, which: str, at: datetime) -> TurnRecorded:
@@ -133,7 +184,20 @@ def report(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         )
         for category in sorted({o.pair.category for o in outcomes})
     }
-    return {"all": _scores(outcomes), "by_language": by_lang, "by_category": by_category}
+    by_sub = {
+        f"{category}/{sub}": dict(
+            superseded=sum(o.superseded for o in outcomes if (o.pair.category, o.pair.sub) == key),
+            of=sum((o.pair.category, o.pair.sub) == key for o in outcomes),
+        )
+        for key in sorted({(o.pair.category, o.pair.sub) for o in outcomes})
+        for category, sub in [key]
+    }
+    return {
+        "all": _scores(outcomes),
+        "by_language": by_lang,
+        "by_category": by_category,
+        "by_sub": by_sub,
+    }
 
 
 def pairs_digest(pairs: Sequence[Pair]) -> str:
@@ -145,13 +209,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--half", choices=["tune", "test", "all"], required=True)
     parser.add_argument("--show", action="store_true", help="list the errors (tune half only)")
     parser.add_argument("--pairs", type=Path, default=PAIRS)
+    parser.add_argument(
+        "--set", choices=["pairs", "corpus"], default="pairs", help="pairs.jsonl or corpus/"
+    )
     args = parser.parse_args(argv)
     if args.show and args.half != "tune":
         parser.error("--show lists pairs: only for the tune half")
-    pairs = [p for p in load_pairs(args.pairs) if args.half in {"all", p.half}]
+    loaded = load_corpus() if args.set == "corpus" else load_pairs(args.pairs)
+    pairs = [p for p in loaded if args.half in {"all", p.half}]
     settings = Settings.from_env()
     outcomes = run_pairs(pairs, load_encoder(settings.encoder), settings)
-    result = {"half": args.half, "pairs_digest": pairs_digest(pairs), **report(outcomes)}
+    result = {
+        "set": args.set,
+        "half": args.half,
+        "pairs_digest": pairs_digest(pairs),
+        **report(outcomes),
+    }
     if args.show:
         for o in outcomes:
             if o.superseded != o.pair.supersedes:
