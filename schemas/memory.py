@@ -73,6 +73,8 @@ class Slot(BaseModel):
     moment: bool = False  # told as something that happened at one time (yesterday, 上周…)
     additive: bool = False  # adds to what was said ("also", 也)
     question: bool = False  # asks rather than states
+    keeps: bool = False  # says its value holds on ("still", 还在): gives no new one
+    weighs: bool = False  # only weighs a change ("might", 考虑): has not made it
     vector_b64: str | None = None  # the frame's embedding: float32 little-endian, base64
 
 

@@ -514,6 +514,32 @@ def test_a_value_in_plain_words_needs_the_nearest_a_change_and_no_restatement() 
     assert words_reason("我哥住在南京。", "我哥在苏州上班。", 0.7) is None
 
 
+def test_a_statement_that_keeps_its_value_or_weighs_a_change_replaces_nothing() -> None:
+    # Each of these superseded the older statement before the keeps / weighs signals (the plain
+    # words differ, so value_in_words read a switch).
+    older = "My go-to editor is Vim, I've been living in it for about ten years."
+    weighed = "Helix might win me over. Wondering if it should be the only editor I open."
+    assert slot_of(weighed).weighs
+    assert words_reason(older, weighed, 0.57) is None
+    hiking = "我周末都去爬山，一般是北高峰。"
+    for newer in ("周末可能改去羽毛球馆，还在犹豫。", "周末要不要换成游泳，纠结。"):
+        assert slot_of(newer).weighs
+        assert words_reason(hiking, newer, 0.6) is None
+    for older, newer in [
+        (hiking, "周末照旧爬山，一早就出发。"),
+        ("我在平安银行做柜员。", "还是在平安当柜员，越来越忙。"),
+        ("我在平安银行做柜员。", "我还在平安做柜员，快五年了。"),
+    ]:
+        assert slot_of(newer).keeps and not slot_of(newer).weighs
+        assert words_reason(older, newer, 0.6) is None
+    # Told in plain words with neither, the switch still supersedes.
+    assert words_reason(hiking, "周末基本泡在羽毛球馆，一打就是一下午。", 0.6)
+    # A task still under way has moved on all the same.
+    still = "Still working on the nursery, second coat tonight."
+    assert slot_of(still).keeps
+    assert words_reason("Planning to repaint the nursery.", still, 0.7)
+
+
 def test_an_entity_named_alike_on_both_sides_is_one_value() -> None:
     older = "My sister Leila lives in Porto, right by the river."
     newer = "Leila lives in Lyon, ten minutes from the old town."
