@@ -540,6 +540,42 @@ def test_a_statement_that_keeps_its_value_or_weighs_a_change_replaces_nothing() 
     assert words_reason("Planning to repaint the nursery.", still, 0.7)
 
 
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        (
+            "I do a pottery class every Wednesday evening.",
+            "Quit the pottery class, the commute there was killing me.",
+        ),
+        (
+            "I pay for Audible every month.",
+            "cancelled audible, the library app has most of the same books",
+        ),
+        (
+            "I'm on the school PTA committee.",
+            "No longer on the PTA committee, handed it over in June.",
+        ),
+        ("我每天早上喝一杯美式。", "美式戒了，心慌，现在改喝豆浆"),
+        ("我在健身房有张年卡。", "健身房年卡退了，搬家以后太远"),
+    ],
+)
+def test_what_stopped_supersedes_what_the_older_statement_told(older: str, newer: str) -> None:
+    # The Audible, PTA and 美式 pairs superseded nothing before this rule (no changed value's
+    # shape is there); all five now end the older statement.
+    assert slot_of(newer).ends
+    found = words_reason(older, newer, 0.6)
+    assert found is not None and found.startswith("ended: ")
+
+
+def test_an_end_of_something_else_or_of_an_event_replaces_nothing() -> None:
+    pottery = "I do a pottery class every Wednesday evening."
+    assert words_reason(pottery, "Quit my job at the bank, finally.", 0.6) is None
+    assert words_reason("Went to a pottery class yesterday.", "Quit pottery.", 0.6) is None
+    assert words_reason(pottery, "Quit the pottery class.", 0.6, nearest=False) is None
+    # "stopped by" is a visit, not an end.
+    assert not slot_of("stopped by the bakery again, the rye was great").ends
+
+
 def test_an_entity_named_alike_on_both_sides_is_one_value() -> None:
     older = "My sister Leila lives in Porto, right by the river."
     newer = "Leila lives in Lyon, ten minutes from the old town."

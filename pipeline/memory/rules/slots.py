@@ -281,6 +281,19 @@ _WEIGHS = re.compile(
     re.I,
 )
 
+# Cessation: what was so has stopped ("gave up on keto", "cancelled Spotify", 咖啡戒了, 交行那张卡
+# 注销了). On the corpus's tune part, 37 of the 40 pairs whose newer statement says one and
+# shares a word with the older are labelled updates.
+_ENDS = re.compile(
+    r"\b(?:gave up|give up|giving up|quit|quitting|cancell?ed|stopped(?! by)|no more|no longer|"
+    r"(?:not|n't) [\w ]{0,20}any ?more|got rid of|called it off|"
+    r"handed (?:[\w']+ ){0,3}(?:back|over|in|on)|sold (?:the|my|it|our)|retired|ditched|"
+    r"dropped out|moved out|ended(?! up)|finished with|tapered off|came off)\b|"
+    r"放弃|戒了|退了|注销|解散|取消|断掉|断了|卖了|删了|不再|没再|分手|停了|结束了|辞职|"
+    r"不[考买学去用做喝吃玩干练弹打上看追]了",
+    re.I,
+)
+
 
 @dataclass(frozen=True)
 class Span:
@@ -509,6 +522,7 @@ def slot_of(text: str) -> Slot:
         question=bool(_QUESTION.search(text)),
         keeps=bool(_KEEPS.search(text)),
         weighs=bool(_WEIGHS.search(text)),
+        ends=bool(_ENDS.search(text)),
     )
 
 
@@ -868,6 +882,7 @@ def update_reason(
         or (None if keeps else switched_to(older, newer, policy))
         or quantity_changed(older, newer, policy)
         or (None if keeps else value_after_join(older, newer, policy))
+        or (came_to_an_end(older, newer, policy) if nearest and not keeps else None)
         or (value_in_words(older, newer, policy) if nearest and not keeps else None)
     )
     if moved_on is not None:
@@ -881,6 +896,42 @@ def update_reason(
         policy,
     )
     return None if update is None else update.describe()
+
+
+# -- something that stopped ---------------------------------------------------------------------
+
+
+def came_to_an_end(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The newer statement says that what the older one told has stopped: "I'm doing keto" →
+    "keto lasted about 5 weeks, I'm back on bread"; "I pay for Spotify Premium" → "cancelled
+    spotify"; 我每天都用咖啡机做一杯拿铁 → 咖啡戒了，咖啡机送人了.
+
+    A stateful older statement (no past event: an event that happened does not stop), the
+    current memory nearest the newer one (checked by the caller), and a word in common — or,
+    where the encoder does not read the language, a character pair — so that the end is of
+    what the older one told, not of something else the user also does.
+    """
+    assert older.slot is not None and newer.slot is not None
+    first, second = older.slot, newer.slot
+    if not second.ends or first.moment or first.question or second.question or second.additive:
+        return None
+    vectors = _stateful_pair(older, newer)
+    if vectors is None:
+        return None
+    shared = set(_content_terms(first.terms)) & set(_content_terms(second.terms))
+    # A name the older statement gave ("I pay for Audible") said plainly ("cancelled audible").
+    newer_text = second.frame.casefold()
+    shared |= {
+        value
+        for value in first.values
+        if _kind(value) in _SWITCHABLE_KINDS and value.partition(":")[2] in newer_text
+    }
+    if not encoder_reads(second, policy):
+        shared |= _bigrams(first.frame) & _bigrams(second.frame)
+    if not shared:
+        return None
+    cosine = float(vectors[0] @ vectors[1])
+    return f"ended: {', '.join(sorted(shared))}; statement cosine {cosine:.3f}"
 
 
 # -- a task's state moving on ---------------------------------------------------------------------
