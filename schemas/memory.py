@@ -76,6 +76,7 @@ class Slot(BaseModel):
     keeps: bool = False  # says its value holds on ("still", 还在): gives no new one
     weighs: bool = False  # only weighs a change ("might", 考虑): has not made it
     ends: bool = False  # says something stopped ("gave up", 戒了)
+    corrects: bool = False  # says what was told before was wrong ("my bad", 说错了)
     vector_b64: str | None = None  # the frame's embedding: float32 little-endian, base64
 
 

@@ -576,6 +576,33 @@ def test_an_end_of_something_else_or_of_an_event_replaces_nothing() -> None:
     assert not slot_of("stopped by the bakery again, the rye was great").ends
 
 
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # None of these superseded before the rule: the older value is named again.
+        (
+            "The team offsite is in Harrogate.",
+            "my bad, the offsite is in Ripon, Harrogate was last year",
+        ),
+        ("我女儿的钢琴课是周三下午。", "之前说错了，钢琴课是周四下午四点"),
+        ("我家宽带是联通的。", "记错了，宽带其实是电信的，联通是手机卡"),
+    ],
+)
+def test_a_correction_supersedes_what_it_corrects(older: str, newer: str) -> None:
+    assert slot_of(newer).corrects
+    found = words_reason(older, newer, 0.6)
+    assert found is not None and found.startswith("corrected: ")
+
+
+def test_an_apology_or_a_correction_of_something_else_replaces_nothing() -> None:
+    flood = "Sorry to hear about the flood at your place."
+    assert not slot_of("sorry, that sounds awful about your car too").corrects
+    assert words_reason(flood, "sorry, that sounds awful about your car too", 0.6) is None
+    offsite = "The team offsite is in Harrogate."
+    assert words_reason(offsite, "my bad, the dentist is on Friday, not Thursday", 0.6) is None
+    assert words_reason(offsite, "my bad, the offsite is in Ripon", 0.6, nearest=False) is None
+
+
 def test_an_entity_named_alike_on_both_sides_is_one_value() -> None:
     older = "My sister Leila lives in Porto, right by the river."
     newer = "Leila lives in Lyon, ten minutes from the old town."
