@@ -572,8 +572,19 @@ def test_an_end_of_something_else_or_of_an_event_replaces_nothing() -> None:
     assert words_reason(pottery, "Quit my job at the bank, finally.", 0.6) is None
     assert words_reason("Went to a pottery class yesterday.", "Quit pottery.", 0.6) is None
     assert words_reason(pottery, "Quit the pottery class.", 0.6, nearest=False) is None
-    # "stopped by" is a visit, not an end.
+    # "stopped by" is a visit, not an end; a negated end is a resolve (LoCoMo's chat lines
+    # "Thanks! I won't quit on my dreams" once ended "I'm gonna keep going and never quit").
     assert not slot_of("stopped by the bakery again, the rye was great").ends
+    for resolve in ("I won't quit on my dreams.", "Keep going and never give up!", "我不会放弃的"):
+        assert not slot_of(resolve).ends
+    assert (
+        words_reason(
+            "Thanks! I'm gonna keep on going and never quit.",
+            "Thanks! I won't quit, no matter what.",
+            0.8,
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize(
