@@ -77,6 +77,7 @@ class Slot(BaseModel):
     weighs: bool = False  # only weighs a change ("might", 考虑): has not made it
     ends: bool = False  # says something stopped ("gave up", 戒了)
     corrects: bool = False  # says what was told before was wrong ("my bad", 说错了)
+    amount_moved: bool = False  # a number right after words that say it moved ("up to", 涨到)
     vector_b64: str | None = None  # the frame's embedding: float32 little-endian, base64
 
 

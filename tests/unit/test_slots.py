@@ -614,6 +614,31 @@ def test_an_apology_or_a_correction_of_something_else_replaces_nothing() -> None
     assert words_reason(offsite, "my bad, the offsite is in Ripon", 0.6, nearest=False) is None
 
 
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # None of these superseded before the rule: no unit in common, or none at all.
+        (
+            "My commute to the depot is about 35 minutes.",
+            "roadworks finished, the depot commute is down to 20 now",
+        ),
+        ("Our choir has 24 members.", "choir's gone up to 31 since the Christmas concert"),
+        ("我们小区物业费每平米两块五。", "物业费涨到三块二了，业主群都炸了"),
+    ],
+)
+def test_an_amount_said_to_have_moved_supersedes_the_amount(older: str, newer: str) -> None:
+    assert slot_of(newer).amount_moved
+    found = words_reason(older, newer, 0.6)
+    assert found is not None and found.startswith("amount moved: ")
+
+
+def test_an_amount_of_something_else_or_told_as_an_event_replaces_nothing() -> None:
+    choir = "Our choir has 24 members."
+    assert words_reason(choir, "the orchestra has gone up to 60 players", 0.6) is None
+    assert not slot_of("I walked 12000 steps on the hike yesterday").amount_moved
+    assert words_reason(choir, "choir's gone up to 31", 0.6, nearest=False) is None
+
+
 def test_an_entity_named_alike_on_both_sides_is_one_value() -> None:
     older = "My sister Leila lives in Porto, right by the river."
     newer = "Leila lives in Lyon, ten minutes from the old town."

@@ -324,6 +324,20 @@ def _says_it_ended(text: str) -> bool:
     )
 
 
+# An amount said to have moved, right before the new amount: "dropped to 28 hrs/wk", "fees went
+# up to £9,535", "pushed ballet back to 6:45", 涨到一万五了, 只剩15个学分了, 油耗到10了.
+_MOVED_TO = re.compile(
+    r"\b(?:(?:went|gone|go|goes|going|is|are|was|'s|been|moved|bumped|upped|raised|cut|dropped|"
+    r"fell|rose|climbed|jumped|increased|decreased|reduced|pushed(?: back)?|brought "
+    r"(?:forward|down)|put|changed|come|came) (?:\w+ ){0,3}?(?:up |down |back )?to|up to|down to|"
+    r"now at|now|more like|increased to|reduced to)\b|"
+    r"涨到|降到|减到|增加到|提到|调到|升到|跌到|长到|瘦到|胖到|改成|改到|变成|变|剩|到了|破|现在|已经",
+    re.I,
+)
+# How far after the marker the new amount may start (a word or two: "up to a 12", 涨到了一万五).
+_MOVED_TO_REACH = 6
+
+
 @dataclass(frozen=True)
 class Span:
     kind: str  # number, identifier, quoted, name, state
@@ -530,6 +544,16 @@ def departed_values(text: str, spans: list[Span]) -> list[str]:
     )
 
 
+def _amount_moved(text: str, spans: list[Span]) -> bool:
+    """A number comes right after a word that says an amount moved (``_MOVED_TO``)."""
+    starts = [span.start for span in spans if span.kind == "number"]
+    return any(
+        0 <= start - match.end() <= _MOVED_TO_REACH
+        for match in _MOVED_TO.finditer(text)
+        for start in starts
+    )
+
+
 def slot_of(text: str) -> Slot:
     """The statement's slot signal, without its vector (``prepare`` embeds ``frame``)."""
     spans = value_spans(text)
@@ -553,6 +577,7 @@ def slot_of(text: str) -> Slot:
         weighs=bool(_WEIGHS.search(text)),
         ends=_says_it_ended(text),
         corrects=bool(_CORRECTS.search(text)),
+        amount_moved=_amount_moved(text, spans),
     )
 
 
@@ -911,6 +936,7 @@ def update_reason(
         or (None if keeps else new_way_to(older, newer, policy))
         or (None if keeps else switched_to(older, newer, policy))
         or quantity_changed(older, newer, policy)
+        or (amount_moved_to(older, newer, policy) if nearest else None)
         or (None if keeps else value_after_join(older, newer, policy))
         or (came_to_an_end(older, newer, policy) if nearest and not keeps else None)
         or (corrected(older, newer, policy) if nearest else None)
@@ -954,6 +980,32 @@ def came_to_an_end(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
         return None
     cosine = float(vectors[0] @ vectors[1])
     return f"ended: {', '.join(sorted(shared))}; statement cosine {cosine:.3f}"
+
+
+def amount_moved_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The newer statement says the amount moved, to a number the older does not hold: "I'm on
+    37.5 hours a week" → "dropped to 28 hrs/wk from January"; 我月薪税前一万二 → 转正后涨到一万五了.
+
+    ``quantity_changed`` needs the same unit on both sides; here the words that say the amount
+    moved stand in for it ("resting heart rate is around 78" / "resting HR is 61 this month" has
+    none). The older states an amount (a stateful statement with a number), it is the current
+    memory nearest the newer one (checked by the caller), and they have common ground.
+    """
+    assert older.slot is not None and newer.slot is not None
+    first, second = older.slot, newer.slot
+    if not second.amount_moved or second.weighs or second.additive or second.question:
+        return None
+    old_numbers = {v for v in first.values if _kind(v) == "number"}
+    new_numbers = {v for v in second.values if _kind(v) == "number"} - old_numbers
+    if not old_numbers or not new_numbers or _stateful_pair(older, newer) is None:
+        return None
+    shared = common_ground(first, second, policy)
+    if not shared:
+        return None
+    return (
+        f"amount moved: {', '.join(sorted(old_numbers))} -> {', '.join(sorted(new_numbers))}; "
+        f"shared {', '.join(sorted(shared))}"
+    )
 
 
 def corrected(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
