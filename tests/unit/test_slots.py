@@ -637,6 +637,17 @@ def test_an_amount_of_something_else_or_told_as_an_event_replaces_nothing() -> N
     assert words_reason(choir, "the orchestra has gone up to 60 players", 0.6) is None
     assert not slot_of("I walked 12000 steps on the hike yesterday").amount_moved
     assert words_reason(choir, "choir's gone up to 31", 0.6, nearest=False) is None
+    # "now" and 现在 before a number tell the time, not an amount that moved.
+    walk = "我家离地铁站走路10分钟。"
+    assert not slot_of("现在下午3点了，等会儿走路去地铁站").amount_moved
+    assert words_reason(walk, "现在下午3点了，等会儿走路去地铁站", 0.6) is None
+    assert not slot_of("it's now 3pm, I'll walk to the station soon").amount_moved
+
+
+def test_a_lesson_off_once_or_a_better_way_suggested_is_no_end_and_no_keeping() -> None:
+    assert not slot_of("钢琴课今天停了，老师生病").ends  # off today: the lessons go on
+    assert words_reason("我女儿每周六上午上钢琴课。", "钢琴课今天停了，老师生病", 0.6) is None
+    assert not slot_of("还是用公众号挂号吧，方便多了").keeps  # 还是用…吧: "better use …"
 
 
 def test_an_entity_named_alike_on_both_sides_is_one_value() -> None:
