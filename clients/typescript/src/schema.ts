@@ -670,6 +670,31 @@ export interface components {
              * @default false
              */
             question: boolean;
+            /**
+             * Keeps
+             * @default false
+             */
+            keeps: boolean;
+            /**
+             * Weighs
+             * @default false
+             */
+            weighs: boolean;
+            /**
+             * Ends
+             * @default false
+             */
+            ends: boolean;
+            /**
+             * Corrects
+             * @default false
+             */
+            corrects: boolean;
+            /**
+             * Amount Moved
+             * @default false
+             */
+            amount_moved: boolean;
             /** Vector B64 */
             vector_b64?: string | null;
         };

@@ -14,6 +14,11 @@ import java.util.List;
  * @param moment told as something that happened at one time ("yesterday")
  * @param additive adds to what was said ("also") rather than replacing it
  * @param question asks rather than states
+ * @param keeps says its value holds on ("still"): gives no new one
+ * @param weighs only weighs a change ("might"): has not made it
+ * @param ends says something stopped ("gave up")
+ * @param corrects says what was told before was wrong ("my bad")
+ * @param amountMoved a number right after words that say it moved ("up to")
  * @param vectorB64 the frame's embedding (float32 little-endian, base64), or {@code null}
  */
 public record Slot(
@@ -25,4 +30,9 @@ public record Slot(
         boolean moment,
         boolean additive,
         boolean question,
+        boolean keeps,
+        boolean weighs,
+        boolean ends,
+        boolean corrects,
+        boolean amountMoved,
         String vectorB64) {}
