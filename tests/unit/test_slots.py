@@ -541,30 +541,72 @@ def test_a_statement_that_keeps_its_value_or_weighs_a_change_replaces_nothing() 
 
 
 @pytest.mark.parametrize(
-    ("older", "newer"),
+    ("signal", "reason", "older", "newer"),
     [
+        # What stopped. The Audible, PTA and 美式 pairs superseded nothing before this rule (no
+        # changed value's shape is there); all five now end the older statement.
         (
+            "ends",
+            "ended: ",
             "I do a pottery class every Wednesday evening.",
             "Quit the pottery class, the commute there was killing me.",
         ),
         (
+            "ends",
+            "ended: ",
             "I pay for Audible every month.",
             "cancelled audible, the library app has most of the same books",
         ),
         (
+            "ends",
+            "ended: ",
             "I'm on the school PTA committee.",
             "No longer on the PTA committee, handed it over in June.",
         ),
-        ("我每天早上喝一杯美式。", "美式戒了，心慌，现在改喝豆浆"),
-        ("我在健身房有张年卡。", "健身房年卡退了，搬家以后太远"),
+        ("ends", "ended: ", "我每天早上喝一杯美式。", "美式戒了，心慌，现在改喝豆浆"),
+        ("ends", "ended: ", "我在健身房有张年卡。", "健身房年卡退了，搬家以后太远"),
+        # A correction. None of these superseded before the rule: the older value is named again.
+        (
+            "corrects",
+            "corrected: ",
+            "The team offsite is in Harrogate.",
+            "my bad, the offsite is in Ripon, Harrogate was last year",
+        ),
+        (
+            "corrects",
+            "corrected: ",
+            "我女儿的钢琴课是周三下午。",
+            "之前说错了，钢琴课是周四下午四点",
+        ),
+        ("corrects", "corrected: ", "我家宽带是联通的。", "记错了，宽带其实是电信的，联通是手机卡"),
+        # An amount said to have moved. None of these superseded before the rule: no unit in
+        # common, or none at all.
+        (
+            "amount_moved",
+            "amount moved: ",
+            "My commute to the depot is about 35 minutes.",
+            "roadworks finished, the depot commute is down to 20 now",
+        ),
+        (
+            "amount_moved",
+            "amount moved: ",
+            "Our choir has 24 members.",
+            "choir's gone up to 31 since the Christmas concert",
+        ),
+        (
+            "amount_moved",
+            "amount moved: ",
+            "我们小区物业费每平米两块五。",
+            "物业费涨到三块二了，业主群都炸了",
+        ),
     ],
 )
-def test_what_stopped_supersedes_what_the_older_statement_told(older: str, newer: str) -> None:
-    # The Audible, PTA and 美式 pairs superseded nothing before this rule (no changed value's
-    # shape is there); all five now end the older statement.
-    assert slot_of(newer).ends
+def test_a_newer_statement_saying_what_changed_supersedes_the_older(
+    signal: str, reason: str, older: str, newer: str
+) -> None:
+    assert getattr(slot_of(newer), signal)
     found = words_reason(older, newer, 0.6)
-    assert found is not None and found.startswith("ended: ")
+    assert found is not None and found.startswith(reason)
 
 
 def test_an_end_of_something_else_or_of_an_event_replaces_nothing() -> None:
@@ -587,24 +629,6 @@ def test_an_end_of_something_else_or_of_an_event_replaces_nothing() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("older", "newer"),
-    [
-        # None of these superseded before the rule: the older value is named again.
-        (
-            "The team offsite is in Harrogate.",
-            "my bad, the offsite is in Ripon, Harrogate was last year",
-        ),
-        ("我女儿的钢琴课是周三下午。", "之前说错了，钢琴课是周四下午四点"),
-        ("我家宽带是联通的。", "记错了，宽带其实是电信的，联通是手机卡"),
-    ],
-)
-def test_a_correction_supersedes_what_it_corrects(older: str, newer: str) -> None:
-    assert slot_of(newer).corrects
-    found = words_reason(older, newer, 0.6)
-    assert found is not None and found.startswith("corrected: ")
-
-
 def test_an_apology_or_a_correction_of_something_else_replaces_nothing() -> None:
     flood = "Sorry to hear about the flood at your place."
     assert not slot_of("sorry, that sounds awful about your car too").corrects
@@ -612,24 +636,6 @@ def test_an_apology_or_a_correction_of_something_else_replaces_nothing() -> None
     offsite = "The team offsite is in Harrogate."
     assert words_reason(offsite, "my bad, the dentist is on Friday, not Thursday", 0.6) is None
     assert words_reason(offsite, "my bad, the offsite is in Ripon", 0.6, nearest=False) is None
-
-
-@pytest.mark.parametrize(
-    ("older", "newer"),
-    [
-        # None of these superseded before the rule: no unit in common, or none at all.
-        (
-            "My commute to the depot is about 35 minutes.",
-            "roadworks finished, the depot commute is down to 20 now",
-        ),
-        ("Our choir has 24 members.", "choir's gone up to 31 since the Christmas concert"),
-        ("我们小区物业费每平米两块五。", "物业费涨到三块二了，业主群都炸了"),
-    ],
-)
-def test_an_amount_said_to_have_moved_supersedes_the_amount(older: str, newer: str) -> None:
-    assert slot_of(newer).amount_moved
-    found = words_reason(older, newer, 0.6)
-    assert found is not None and found.startswith("amount moved: ")
 
 
 def test_an_amount_of_something_else_or_told_as_an_event_replaces_nothing() -> None:

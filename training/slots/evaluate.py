@@ -186,11 +186,12 @@ def report(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     }
     by_sub = {
         f"{category}/{sub}": dict(
-            superseded=sum(o.superseded for o in outcomes if (o.pair.category, o.pair.sub) == key),
-            of=sum((o.pair.category, o.pair.sub) == key for o in outcomes),
+            superseded=sum(
+                o.superseded for o in outcomes if (o.pair.category, o.pair.sub) == (category, sub)
+            ),
+            of=sum((o.pair.category, o.pair.sub) == (category, sub) for o in outcomes),
         )
-        for key in sorted({(o.pair.category, o.pair.sub) for o in outcomes})
-        for category, sub in [key]
+        for category, sub in sorted({(o.pair.category, o.pair.sub) for o in outcomes})
     }
     return {
         "all": _scores(outcomes),

@@ -881,16 +881,22 @@ class Statement:
     session: str | None = None  # the conversation it was said in (None: unknown)
 
 
-def _stateful_pair(older: Statement, newer: Statement) -> tuple[Vector, Vector] | None:
-    """The two whole-statement vectors when the newer statement may update the older one at all:
-    one speaker said both, both have vectors, the newer is of a kind that updates and the older
-    states something that can change. The common gate of the whole-statement rules below."""
-    assert older.slot is not None
+def _said_by_one(older: Statement, newer: Statement) -> tuple[Vector, Vector] | None:
+    """The two whole-statement vectors when one speaker said both and both have one."""
     if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
         return None
-    if newer.kind in NEVER_UPDATES or not is_stateful(older.kind, older.region, older.slot):
-        return None
     return older.vector, newer.vector
+
+
+def _stateful_pair(older: Statement, newer: Statement) -> tuple[Vector, Vector] | None:
+    """The two whole-statement vectors when the newer statement may update the older one at all:
+    one speaker said both (``_said_by_one``), the newer is of a kind that updates and the older
+    states something that can change. The common gate of the whole-statement rules below."""
+    assert older.slot is not None
+    vectors = _said_by_one(older, newer)
+    if vectors is None or newer.kind in NEVER_UPDATES:
+        return None
+    return vectors if is_stateful(older.kind, older.region, older.slot) else None
 
 
 def _triplets_conflict(first: Triplet | None, second: Triplet | None) -> bool:
@@ -1023,14 +1029,13 @@ def corrected(older: Statement, newer: Statement, policy: MemoryPolicy) -> str |
     first, second = older.slot, newer.slot
     if not second.corrects or first.question or second.question or second.weighs:
         return None
-    if older.speaker != newer.speaker or older.vector is None or newer.vector is None:
-        return None
-    if newer.kind in {"emotion", "chit_chat"}:
+    vectors = _said_by_one(older, newer)
+    if vectors is None or newer.kind in {"emotion", "chit_chat"}:
         return None
     shared = common_ground(first, second, policy)
     if not shared:
         return None
-    cosine = float(older.vector @ newer.vector)
+    cosine = float(vectors[0] @ vectors[1])
     return f"corrected: {', '.join(sorted(shared))}; statement cosine {cosine:.3f}"
 
 
