@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 
@@ -137,3 +139,18 @@ def admin_key(make_key) -> str:  # type: ignore[no-untyped-def]
 
 
 # ----------------------------- end of API key fixtures ---------------------------------------
+
+
+@pytest.fixture(scope="session")
+def docker_compose() -> str:
+    """The docker CLI, for tests that render docker-compose.yml; skips unless its compose plugin
+    answers (a bare CLI says "unknown command" or, older ones, "unknown flag" to compose's)."""
+    docker = shutil.which("docker")
+    if docker is None:
+        pytest.skip("the docker CLI is not installed")
+    probe = subprocess.run(
+        [docker, "compose", "version"], capture_output=True, text=True, timeout=30, check=False
+    )
+    if probe.returncode != 0:
+        pytest.skip("the docker CLI has no compose plugin")
+    return docker
