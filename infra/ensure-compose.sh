@@ -32,4 +32,4 @@ if ! (cd "$build/src" && go build -o "$build/docker-compose" ./cmd); then
     exit 0
 fi
 mv "$build/docker-compose" "$plugins/docker-compose"
-docker compose version >&2
+docker compose version >&2 || echo "ensure-compose: the built plugin does not answer; compose tests will skip" >&2
