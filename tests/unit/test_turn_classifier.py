@@ -35,7 +35,7 @@ from pipeline.models.encoders import (
     load_encoder,
 )
 from training.turn_classifier.corpus_stats import LABELS, load_corpus, normalise
-from training.turn_classifier.data import corpus_sha256
+from training.turn_classifier.data import corpus_sha256, embed
 from training.turn_classifier.split import folds_of, in_first_release, split
 
 # Written for this test, in the corpus' label definitions; none is a corpus turn (checked below).
@@ -360,3 +360,28 @@ def test_prepare_records_the_shipped_id_and_uses_its_decision(
     assert filtered.analysis.reason.startswith("learned: thanks")
     assert kept.analysis is not None and kept.analysis.remember and kept.analysis.kind == "fact"
     assert kept.analysis.vector_b64 is not None
+
+
+class _PaddingEncoder:
+    """An encoder whose vectors move with the batch's longest text, as a padded batch's do."""
+
+    name = "padding-test"
+    id = "padding-test/numpy-fp32@0"
+    dimension = 2
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        longest = max((len(text) for text in texts), default=0)
+        return np.array([[len(text), 1e-7 * longest] for text in texts], np.float32)
+
+
+def test_training_vectors_do_not_depend_on_what_the_cache_already_held(tmp_path: Path) -> None:
+    # A cache filled over two runs must give the vectors a fresh one gives, or a clean clone
+    # retrains other weights than the shipped file (v4's threshold moved 0.39 -> 0.40 this way).
+    texts = ["ok", "a much longer turn about the weekend", "thanks!"]
+    encoder = _PaddingEncoder()
+    embed(encoder, texts[:1], tmp_path / "in-two-runs")
+    in_two_runs = embed(encoder, texts, tmp_path / "in-two-runs")
+    fresh = embed(encoder, texts, tmp_path / "fresh")
+    uncached = embed(encoder, texts, None)
+    assert in_two_runs.tobytes() == fresh.tobytes() == uncached.tobytes()
+    assert embed(encoder, [], None).shape == (0, 2)

@@ -9,8 +9,12 @@ list (a role, English and Chinese names); training uses two framings per turn so
 is noise the model learns to ignore. The held-back evaluation uses one framing per turn, drawn
 the same way.
 
-Embeddings can be cached on disk (keyed by encoder id and text) to make reruns fast; the cache
-only saves time, the vectors are the encoder's.
+Embeddings can be cached on disk (keyed by encoder id and text) to make reruns fast. Each text
+is embedded on its own, as the classifier's second encoder embeds a turn at inference: a batched
+encoder pads to the batch's longest text, which moves the last bits of a vector (USE: up to 2e-7),
+so a cache filled over several runs gave other weights than a fresh one (v4 retrained from an
+empty cache chose keep threshold 0.40 where the shipped file has 0.39). One text at a time, the
+cache only saves time and a fresh clone retrains the same bytes.
 """
 
 from __future__ import annotations
@@ -80,14 +84,26 @@ class Inputs:
     labels: npt.NDArray[np.int64]
 
 
+# Part of the cache file's name: vectors cached before texts were embedded one at a time (the
+# batched ones) are never mixed with these.
+_CACHE_VERSION = "/one-at-a-time"
+
+
+def _one_at_a_time(encoder: Encoder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """Each text's vector from a batch of its own, so it never depends on its neighbours."""
+    if not texts:
+        return np.zeros((0, encoder.dimension), np.float32)
+    return np.stack([np.asarray(encoder.encode([text]), np.float32)[0] for text in texts])
+
+
 def embed(encoder: Encoder, texts: Sequence[str], cache: Path | None) -> npt.NDArray[np.float32]:
     """The encoder's vectors for ``texts``, read from / added to ``cache`` when given."""
     if cache is None:
-        return encoder.encode(list(texts))
+        return _one_at_a_time(encoder, texts)
     cache.mkdir(parents=True, exist_ok=True)
     model = encoder_id(encoder)
     keys = [hashlib.sha256(f"{model}\n{text}".encode()).hexdigest() for text in texts]
-    store = cache / f"{hashlib.sha256(model.encode()).hexdigest()[:16]}.npz"
+    store = cache / f"{hashlib.sha256(f'{model}{_CACHE_VERSION}'.encode()).hexdigest()[:16]}.npz"
     known: dict[str, npt.NDArray[np.float32]] = {}
     if store.exists():
         with np.load(store, allow_pickle=False) as saved:
@@ -95,7 +111,7 @@ def embed(encoder: Encoder, texts: Sequence[str], cache: Path | None) -> npt.NDA
     by_key = dict(zip(keys, texts, strict=True))
     missing = sorted(key for key in by_key if key not in known)
     if missing:
-        fresh = encoder.encode([by_key[key] for key in missing])
+        fresh = _one_at_a_time(encoder, [by_key[key] for key in missing])
         known.update(zip(missing, fresh, strict=True))
         np.savez(store, keys=np.array(list(known)), vectors=np.stack(list(known.values())))
     return np.stack([known[key] for key in keys]).astype(np.float32)
