@@ -53,7 +53,7 @@ log = logging.getLogger("hindsight.classifier")
 jieba.setLogLevel(logging.WARNING)  # jieba logs its dictionary build at INFO on first use
 
 WEIGHTS_DIR = Path(__file__).with_name("weights")
-DEFAULT_MODEL = "turn-classifier-v4"
+DEFAULT_MODEL = "turn-classifier-v5"
 
 Array = npt.NDArray[np.float64]
 ClassifierMode = Literal["learned", "gate"]
