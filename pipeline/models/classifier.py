@@ -43,6 +43,7 @@ from pipeline.models.encoders import (
     CHOICES,
     Encoder,
     EncoderUnavailable,
+    encode_one_at_a_time,
     encoder_id,
     load_encoder,
 )
@@ -275,7 +276,7 @@ class TurnClassifier:
         if self.second_encoder_name is None:
             return first
         encoder = self._second_encoder()
-        second = np.vstack([encoder.encode([text]) for text in search_texts])
+        second = encode_one_at_a_time(encoder, search_texts)
         return np.hstack([first, second.astype(np.float64)])
 
     def _second_encoder(self) -> Encoder:

@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from pipeline.memory.rules.extraction import search_text as runtime_search_text
 from pipeline.models.classifier import lexical_features
-from pipeline.models.encoders import Encoder, encoder_id
+from pipeline.models.encoders import Encoder, encode_one_at_a_time, encoder_id
 from training.turn_classifier.corpus_stats import CORPUS_PATH, LABELS, Turn
 
 ENCODER = "minilm"
@@ -89,17 +89,10 @@ class Inputs:
 _CACHE_VERSION = "/one-at-a-time"
 
 
-def _one_at_a_time(encoder: Encoder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-    """Each text's vector from a batch of its own, so it never depends on its neighbours."""
-    if not texts:
-        return np.zeros((0, encoder.dimension), np.float32)
-    return np.stack([np.asarray(encoder.encode([text]), np.float32)[0] for text in texts])
-
-
 def embed(encoder: Encoder, texts: Sequence[str], cache: Path | None) -> npt.NDArray[np.float32]:
     """The encoder's vectors for ``texts``, read from / added to ``cache`` when given."""
     if cache is None:
-        return _one_at_a_time(encoder, texts)
+        return encode_one_at_a_time(encoder, texts)
     cache.mkdir(parents=True, exist_ok=True)
     model = encoder_id(encoder)
     keys = [hashlib.sha256(f"{model}\n{text}".encode()).hexdigest() for text in texts]
@@ -111,7 +104,7 @@ def embed(encoder: Encoder, texts: Sequence[str], cache: Path | None) -> npt.NDA
     by_key = dict(zip(keys, texts, strict=True))
     missing = sorted(key for key in by_key if key not in known)
     if missing:
-        fresh = _one_at_a_time(encoder, [by_key[key] for key in missing])
+        fresh = encode_one_at_a_time(encoder, [by_key[key] for key in missing])
         known.update(zip(missing, fresh, strict=True))
         np.savez(store, keys=np.array(list(known)), vectors=np.stack(list(known.values())))
     return np.stack([known[key] for key in keys]).astype(np.float32)
