@@ -73,6 +73,9 @@ class MemoryPolicy:
     # ... told briefly: a longer statement (a chat line that mentions many things) shares one
     # word with many others, which says little about which task it is.
     state_max_terms: int = 10
+    # A new amount within this factor of the old one may replace it in any words, when the two
+    # share common ground and the newer is the nearest current memory (``slots.amount_nearby``).
+    amount_nearby_ratio: float = 2.0
     # Two statements this close as wholes, with no span value changed, say the same thing in other
     # words ("I drink my coffee black" / "Black coffee, no sugar, always"): no value in plain words
     # replaced another (``slots.value_in_words``; English frames only, as ``slot_cosine``).

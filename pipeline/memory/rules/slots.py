@@ -946,6 +946,7 @@ def update_reason(
         or (None if keeps else switched_to(older, newer, policy))
         or quantity_changed(older, newer, policy)
         or (amount_moved_to(older, newer, policy) if nearest else None)
+        or (amount_nearby(older, newer, policy) if nearest and not keeps else None)
         or (None if keeps else value_after_join(older, newer, policy))
         or (came_to_an_end(older, newer, policy) if nearest and not keeps else None)
         or (corrected(older, newer, policy) if nearest else None)
@@ -1014,6 +1015,71 @@ def amount_moved_to(older: Statement, newer: Statement, policy: MemoryPolicy) ->
     return (
         f"amount moved: {', '.join(sorted(old_numbers))} -> {', '.join(sorted(new_numbers))}; "
         f"shared {', '.join(sorted(shared))}"
+    )
+
+
+# Who a statement is about besides the speaker: kin, friends, third persons (a closed class).
+_PEOPLE = re.compile(
+    r"\b(?:mum|mom|mother|dad|father|parents?|brothers?|sisters?|sons?|daughters?|wife|husband"
+    r"|partner|boyfriend|girlfriend|kids?|child|children|grand(?:ma|pa|mother|father|son|daughter)"
+    r"|nan|nana|gran|granny|aunt|uncle|cousin|niece|nephew|friends?|boss|colleagues?"
+    r"|he|she|his|her|him|hers)\b"
+    r"|爸|妈|爹|娘|父亲|母亲|哥|姐|弟|妹|儿子|女儿|闺女|老婆|老公|媳妇|丈夫|妻子|爷|奶奶|外公"
+    r"|外婆|姥|孙|叔|姨|舅|姑|侄|朋友|同事|老板|领导|(?<!其)他|她",
+    re.IGNORECASE,
+)
+
+
+def _people(signal: Slot) -> set[str]:
+    return {match.group(0).casefold() for match in _PEOPLE.finditer(signal.frame)}
+
+
+def _amount(value: str) -> float | None:
+    """The size of a number value ("number:1200" → 1200.0; a clock time or a word: None)."""
+    if _kind(value) != "number":
+        return None
+    try:
+        return abs(float(value.partition(":")[2]))
+    except ValueError:
+        return None
+
+
+def amount_nearby(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The newer statement gives the older one's amount a nearby new size, in whatever words:
+    我爸今年63 → 我爸上周过生日，64了; 儿子身高118 → 给儿子量了下，126了; "I'm 172cm" → "turns
+    out I'm 169".
+
+    A changed amount is seldom far from the one it replaces (an age moves by one, a weight by a
+    tenth), while the numbers of two attributes seldom sit within a factor of
+    ``policy.amount_nearby_ratio``. So: the older is stateful and not an event, the newer is the
+    current memory nearest it (checked by the caller), from the same speaker, one number went and
+    one came, within that factor, no time changed with them, and the two share common ground.
+    """
+    assert older.slot is not None and newer.slot is not None
+    first, second = older.slot, newer.slot
+    if second.weighs or second.additive or second.question or first.question:
+        return None
+    if older.region == "episodic" or _stateful_pair(older, newer) is None:
+        return None
+    old_values, new_values = changed_values(first, second)
+    if any(_VALUE_CLASSES.get(_kind(v)) == "when" for v in (*old_values, *new_values)):
+        return None
+    old_sizes = [size for v in old_values if (size := _amount(v)) is not None]
+    new_sizes = [size for v in new_values if (size := _amount(v)) is not None]
+    if len(old_sizes) != 1 or len(new_sizes) != 1 or min(old_sizes[0], new_sizes[0]) <= 0:
+        return None
+    ratio = max(old_sizes[0], new_sizes[0]) / min(old_sizes[0], new_sizes[0])
+    if ratio > policy.amount_nearby_ratio:
+        return None
+    if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
+        return None
+    if _people(first) != _people(second):
+        return None  # "I take a size 11" / "my brother's a 13": two people's amounts
+    shared = common_ground(first, second, policy)
+    if not shared:
+        return None
+    return (
+        f"amount nearby: {old_sizes[0]:g} -> {new_sizes[0]:g}; shared {', '.join(sorted(shared))}"
     )
 
 
