@@ -947,6 +947,7 @@ def update_reason(
         or quantity_changed(older, newer, policy)
         or (amount_moved_to(older, newer, policy) if nearest else None)
         or (amount_nearby(older, newer, policy) if nearest and not keeps else None)
+        or (changed_over(older, newer, policy) if nearest and not keeps else None)
         or (None if keeps else value_after_join(older, newer, policy))
         or (came_to_an_end(older, newer, policy) if nearest and not keeps else None)
         or (corrected(older, newer, policy) if nearest else None)
@@ -1023,7 +1024,7 @@ _PEOPLE = re.compile(
     r"\b(?:mum|mom|mother|dad|father|parents?|brothers?|sisters?|sons?|daughters?|wife|husband"
     r"|partner|boyfriend|girlfriend|kids?|child|children|grand(?:ma|pa|mother|father|son|daughter)"
     r"|nan|nana|gran|granny|aunt|uncle|cousin|niece|nephew|friends?|boss|colleagues?"
-    r"|he|she|his|her|him|hers)\b"
+    r"|he|she|his|her|him|hers)\b|\b(?-i:[A-Z][a-z]+)['’]s\b"
     r"|爸|妈|爹|娘|父亲|母亲|哥|姐|弟|妹|儿子|女儿|闺女|老婆|老公|媳妇|丈夫|妻子|爷|奶奶|外公"
     r"|外婆|姥|孙|叔|姨|舅|姑|侄|朋友|同事|老板|领导|(?<!其)他|她",
     re.IGNORECASE,
@@ -1031,6 +1032,7 @@ _PEOPLE = re.compile(
 
 
 def _people(signal: Slot) -> set[str]:
+    """The people a statement names besides the speaker ("my brother", 我妈, "Ella's")."""
     return {match.group(0).casefold() for match in _PEOPLE.finditer(signal.frame)}
 
 
@@ -1081,6 +1083,45 @@ def amount_nearby(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
     return (
         f"amount nearby: {old_sizes[0]:g} -> {new_sizes[0]:g}; shared {', '.join(sorted(shared))}"
     )
+
+
+# A verb of change with where it went: "moved everything over to Starling", "switched to
+# decaf", "pushed back to May", 改成扫码登录, 换成燕麦, 转到李医生那边. Grammar, not a topic: the
+# verb says the value changed, the words after it what it is now.
+_CHANGED_TO = re.compile(
+    r"\b(?:switch(?:ed)?|swapp?(?:ed)?|chang(?:ed|e)|mov(?:ed|e)|transferr?(?:ed)?|migrat(?:ed|e)"
+    r"|push(?:ed)?|shift(?:ed)?|convert(?:ed)?|upgrad(?:ed|e)|downgrad(?:ed|e)|put)"
+    r"(?: [\w'’-]+){0,4}? (?:to|onto|into|over to|back to|across to)\b"
+    r"|改成|改到|改为|改用|换成|换到|换用|转到|转去|转成|迁到|挪到|推迟到|延到|延期到|调到|变成",
+    re.IGNORECASE,
+)
+
+
+def changed_over(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The newer statement says that what the older one states changed, and to what: "Our team
+    tracks everything in Jira" → "we moved every ticket over to Linear"; 公司VPN每次都要手动输
+    验证码登录 → VPN改成扫码登录了.
+
+    ``switched_to`` needs the older statement's words before the verb; here the verb of change
+    (``_CHANGED_TO``) is enough when the older is stateful and the current memory nearest the
+    newer (checked by the caller), one speaker said both, and they share common ground, which is
+    what ties the change to what the older statement said.
+    """
+    assert older.slot is not None and newer.slot is not None
+    first, second = older.slot, newer.slot
+    if second.weighs or second.additive or second.question or first.question:
+        return None
+    if _stateful_pair(older, newer) is None or about_two_things(first, second):
+        return None
+    match = _CHANGED_TO.search(second.frame)
+    if match is None:
+        return None
+    if _people(first) != _people(second):
+        return None  # "our drummer moved to Perth": someone else moved
+    shared = common_ground(first, second, policy)
+    if not shared:
+        return None
+    return f"changed over: {match.group(0)}; shared {', '.join(sorted(shared))}"
 
 
 def corrected(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
