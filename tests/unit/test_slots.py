@@ -881,3 +881,74 @@ def test_a_long_chat_line_counting_something_holds_no_amount_to_move_on() -> Non
     )
     newer = "Took my turtles out for a walk. [image: two turtles sitting on a log in a pond]"
     assert words_reason(older, newer, 0.67) is None
+
+
+# -- amounts and changes told in any words, for the nearest memory -----------------------------
+
+
+def nearest_reason(older: str, newer: str, *, nearest: bool = True) -> str | None:
+    """Statements too far apart as wholes and as frames for the slot rule: only what is told
+    in words decides."""
+    return words_reason(older, newer, 0.3, nearest=nearest)
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("我爸今年63，身体还挺硬朗。", "我爸上周过生日，64了，全家去吃了顿海鲜。"),
+        ("儿子身高118，在班里算矮的，有点愁。", "昨天给儿子量了下，126了！"),
+        ("Luna weighs about 5kg", "vet weighed Luna today, 4.2 kilos, the diet is working"),
+    ],
+)
+def test_a_nearby_amount_replaces_the_nearest_memory_in_any_words(older: str, newer: str) -> None:
+    found = nearest_reason(older, newer)
+    assert found is not None and found.startswith("amount nearby")
+    # Of several memories about one subject, only the nearest one is the amount it speaks to.
+    assert nearest_reason(older, newer, nearest=False) is None
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # another person's amount
+        ("I take a size 11 in trainers", "my brother's a 13, impossible to find anything"),
+        ("我手腕细，手链要买15cm的", "我妈手腕粗，上次给她买的17cm都嫌紧"),
+        # amounts too far apart to be one amount moving: two attributes
+        ("My flat has 2 bedrooms and a tiny garden.", "The flat costs 1450 a month now."),
+    ],
+)
+def test_an_amount_of_someone_else_or_of_another_size_replaces_nothing(
+    older: str, newer: str
+) -> None:
+    assert nearest_reason(older, newer) is None
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Our stand-ups run on Zoom.", "We moved the stand-ups over to Google Meet."),
+        ("公司VPN每次都要手动输验证码登录", "VPN改成扫码登录了，企业微信扫一下就进"),
+        ("我们组日报都发在钉钉群里", "日报改成每天填飞书表格了"),
+    ],
+)
+def test_a_verb_of_change_updates_the_nearest_memory_it_shares_words_with(
+    older: str, newer: str
+) -> None:
+    found = nearest_reason(older, newer)
+    assert found is not None and found.startswith("changed over")
+    assert nearest_reason(older, newer, nearest=False) is None
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # someone else's lesson moved
+        ("my piano lesson is Wednesdays at 5", "Ella's piano lesson got moved to Thursdays"),
+        # nothing shared: the change is of something else
+        ("I keep my savings in a Halifax ISA", "we moved the sofa over to the other wall"),
+        # only weighed
+        ("Our stand-up is on Zoom", "maybe we should switch to Teams for stand-up"),
+    ],
+)
+def test_a_change_of_something_else_or_only_weighed_updates_nothing(older: str, newer: str) -> None:
+    assert nearest_reason(older, newer) is None

@@ -1053,9 +1053,11 @@ def amount_nearby(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
 
     A changed amount is seldom far from the one it replaces (an age moves by one, a weight by a
     tenth), while the numbers of two attributes seldom sit within a factor of
-    ``policy.amount_nearby_ratio``. So: the older is stateful and not an event, the newer is the
-    current memory nearest it (checked by the caller), from the same speaker, one number went and
-    one came, within that factor, no time changed with them, and the two share common ground.
+    ``policy.amount_nearby_ratio``. So: the older is stateful, brief and not an event, said in
+    another conversation, the newer is the current memory nearest it (checked by the caller),
+    from the same speaker and about the same people; one number went and one came, within that
+    factor, no time changed with them, the two are no two attributes (``names_two_slots``), and
+    they share common ground besides the unit.
     """
     assert older.slot is not None and newer.slot is not None
     first, second = older.slot, newer.slot
@@ -1063,6 +1065,8 @@ def amount_nearby(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
         return None
     if older.region == "episodic" or _stateful_pair(older, newer) is None:
         return None
+    if older.session is None or older.session == newer.session:
+        return None  # within one conversation, two such lines list two amounts (two phones)
     old_values, new_values = changed_values(first, second)
     if any(_VALUE_CLASSES.get(_kind(v)) == "when" for v in (*old_values, *new_values)):
         return None
@@ -1073,13 +1077,18 @@ def amount_nearby(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
     ratio = max(old_sizes[0], new_sizes[0]) / min(old_sizes[0], new_sizes[0])
     if ratio > policy.amount_nearby_ratio:
         return None
-    if any(v in {*first.subjects, *second.subjects} for v in (*old_values, *new_values)):
-        return None
+    if names_two_slots(first, second, old_values, new_values):
+        return None  # "work phone … 0142" / "personal phone … 0199": two attributes
+    if len(_content_terms(first.terms)) > policy.state_max_terms:
+        return None  # an amount stated as a state is brief; a long chat line holds no such slot
     if _people(first) != _people(second):
         return None  # "I take a size 11" / "my brother's a 13": two people's amounts
-    shared = common_ground(first, second, policy)
-    if not shared:
-        return None
+    # What is counted, not how: the unit and a rate's period ("… a month") say nothing of it.
+    units = {*_number_units(first).values(), *_number_units(second).values()}
+    counted_in = {word for unit in units for word in tokenize(unit)} | units
+    shared = common_ground(first, second, policy) - counted_in
+    if not shared or (any(unit.startswith("per ") for unit in units) and len(shared) < 2):
+        return None  # "We pay 60 a month for broadband" / "… 40 a month for the phone"
     return (
         f"amount nearby: {old_sizes[0]:g} -> {new_sizes[0]:g}; shared {', '.join(sorted(shared))}"
     )
