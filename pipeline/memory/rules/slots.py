@@ -207,14 +207,18 @@ _STATES_EN: tuple[tuple[str, str], ...] = (
         r"in draft|in (?:\w+ )?review|under (?:\w+ )?review|started|starting|began|"
         r"still (?:looking|waiting|working|doing|at|in|with|on)|"
         r"waiting (?:for|to|on)|pending|in the middle of|running now|unblocked|"
-        r"on week|on chapter|at week|at chapter",
+        r"on week|on chapter|at week|at chapter|"
+        # something ordered or applied for, not here yet
+        r"on order|on its way|on their way|on the way|in transit|on (?:the|a) waiting list",
     ),
     ("blocked", r"blocked|stuck|on hold|paused"),
     (
         "done",
         r"done|finished|completed?|shipped|merged|submitted|sent (?:off|out)|mailed|"
         r"approved|signed|arrived|delivered|launched|released|went live|is live|closed|fixed|"
-        r"resolved|discharged|passed|accepted|got the offer|handed in|wrapped up|over and done",
+        r"resolved|discharged|passed|accepted|got the offer|handed in|wrapped up|over and done|"
+        # what was ordered or arranged has come: "the laptops landed", "cabin's booked"
+        r"landed|came through|went through|booked|all set",
     ),
 )
 _STATES_ZH: tuple[tuple[str, str], ...] = (
@@ -223,14 +227,18 @@ _STATES_ZH: tuple[tuple[str, str], ...] = (
         "in_progress",
         r"正在|在?(?:进行|办理|测试|审核|处理|开发|装修|评审|排队|运输|配送)中|在办|"
         r"在写|在做|在等|等待|评审|做到一半|"
-        r"开工|开始|还没有?(?=[\u4e00-\u9fff])",  # 还没发货, 还没考: not yet, so under way
+        r"开工|开始|还没有?(?=[\u4e00-\u9fff])|"  # 还没发货, 还没考: not yet, so under way
+        r"在路上|在运输|在排队",
     ),
     ("blocked", r"卡在|卡住|搁置|暂停"),
     (
         "done",
         r"完成|做完|写完|完工|搞定|上线|发布了|合进|合并了|下来了|批下来|拿到|过了|"
         r"通过了|递交了|提交了|交了|定稿|搬完|结束了|结项|办好了|办完|"
-        r"到了(?=[！!。，,～~]|$)",  # 按摩椅到了！: arrived, as "arrived" above
+        r"到了(?=[！!。，,～~]|$)|"  # 按摩椅到了！: arrived, as "arrived" above
+        # a verb with its result reached: 装好了, 弄好了, 办好了 (not 好多了, 就好了)
+        r"(?:装|弄|办|修|做|写|订|搞|收拾|整理|准备|谈|签|配|批|定|约|租|搬|建|布置)好了|"
+        r"(?:装|弄|修|考|读|看|学|填|交|签|拍|剪|搬)完了",
     ),
 )
 _STATE_PATTERNS = [
