@@ -952,3 +952,40 @@ def test_a_verb_of_change_updates_the_nearest_memory_it_shares_words_with(
 )
 def test_a_change_of_something_else_or_only_weighed_updates_nothing(older: str, newer: str) -> None:
     assert nearest_reason(older, newer) is None
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        (
+            "I buy my coffee beans at the farmers market.",
+            "coffee beans come from an online roaster these days",
+        ),
+        ("我买菜都是周末去菜市场。", "现在买菜都在App上下单，半小时送到"),
+    ],
+)
+def test_what_holds_now_replaces_the_nearest_memory_it_shares_words_with(
+    older: str, newer: str
+) -> None:
+    found = nearest_reason(older, newer)
+    assert found is not None and found.startswith("holds now")
+    assert nearest_reason(older, newer, nearest=False) is None
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # the time, not a contrast with before
+        ("我家离地铁站走路10分钟。", "现在下午3点了，等会儿走路去地铁站"),
+        # only amounts changed: the amount rules decide
+        ("The team is 9 engineers.", "The team is 3 designers now."),
+        # both say what holds now
+        ("I'm currently reading a lot of sci-fi.", "these days I'm reading more sci-fi than ever"),
+        # someone else's
+        ("I take the bus to work.", "my sister takes the bus to work these days"),
+    ],
+)
+def test_a_now_that_is_no_contrast_with_the_older_statement_replaces_nothing(
+    older: str, newer: str
+) -> None:
+    assert nearest_reason(older, newer) is None

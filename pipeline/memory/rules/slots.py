@@ -960,6 +960,7 @@ def update_reason(
         or (came_to_an_end(older, newer, policy) if nearest and not keeps else None)
         or (corrected(older, newer, policy) if nearest else None)
         or (value_in_words(older, newer, policy) if nearest and not keeps else None)
+        or (holds_now(older, newer, policy) if nearest and not keeps else None)
     )
     if moved_on is not None:
         return moved_on
@@ -1139,6 +1140,51 @@ def changed_over(older: Statement, newer: Statement, policy: MemoryPolicy) -> st
     if not shared:
         return None
     return f"changed over: {match.group(0)}; shared {', '.join(sorted(shared))}"
+
+
+# Words that set what holds now against what held before: "these days", "now", 现在, 如今,
+# 这阵子. (Not "still": that keeps a value, ``Slot.keeps``.)
+_NOW_CONTRAST = re.compile(
+    r"\b(?:now|these days|nowadays|at the moment|currently|lately)\b"
+    # (现在 before a time tells the time: 现在下午3点了.)
+    r"|现在(?![\d零〇一二两三四五六七八九十几]|[上下]午|早上|晚上|中午)"
+    r"|如今|这阵子|这段时间|这些天|目前|最近(?:都|基本|一直|改)",
+    re.IGNORECASE,
+)
+
+
+def holds_now(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The newer statement says what holds now, of what the older one stated: "I keep my savings
+    in a Halifax ISA" → "most of my savings sit in Chip these days"; 我挂号都是早上去医院排队 →
+    现在都用114挂号.
+
+    A word that sets now against before (``_NOW_CONTRAST``) in a statement that is no event,
+    from the same speaker about the same people, for the current memory nearest it (checked by
+    the caller), stateful and sharing common ground with it, with something of its own to say
+    (a value or a content word the older lacks).
+    """
+    assert older.slot is not None and newer.slot is not None
+    first, second = older.slot, newer.slot
+    if second.weighs or second.additive or second.question or first.question or second.moment:
+        return None
+    if newer.region == "episodic" or _stateful_pair(older, newer) is None:
+        return None
+    if about_two_things(first, second) or _people(first) != _people(second):
+        return None
+    match = _NOW_CONTRAST.search(second.frame)
+    if match is None or _NOW_CONTRAST.search(first.frame) is not None:
+        return None  # both say "now": two things that hold now
+    if not adds_a_value(first, second) and not _own_words(second, first):
+        return None
+    old_values, new_values = changed_values(first, second)
+    if old_values and new_values and _kinds_of((*old_values, *new_values)) == {"number"}:
+        # Only amounts changed: the amount rules judge those ("The team is 9 engineers" /
+        # "3 designers now" are two attributes, "has 2 bedrooms" / "costs 1450 now" too).
+        return None
+    shared = common_ground(first, second, policy)
+    if not shared:
+        return None
+    return f"holds now: {match.group(0)}; shared {', '.join(sorted(shared))}"
 
 
 def corrected(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
