@@ -8,6 +8,7 @@ live one would have (I2).
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.memory.rules.slots import named_values
 from schemas.memory import (
     BankCounters,
     ChangeType,
@@ -118,6 +120,8 @@ class NamespaceBank:
     # Frame vectors of the records' slot signals, in insertion order (updates by slot).
     _slot_rows: _Rows = field(default_factory=_Rows)
     _slot_vector_of: dict[str, Vector] = field(default_factory=dict)
+    # The names a record's slot gives (``slots.named_values``) -> the records giving them.
+    _naming: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     @classmethod
     def load(
@@ -158,6 +162,9 @@ class NamespaceBank:
                 frame = decode_vector(record.slot.vector_b64)
                 self._slot_vector_of[record.id] = frame
                 self._slot_rows.append(record.id, frame)
+            if record.slot is not None:
+                for name in named_values(record.slot):
+                    self._naming[name].append(record.id)
             if record.provenance:
                 # The creating turn's session (merges may add turns of other sessions later).
                 recent = self._session_recent[record.provenance[0].session_id]
@@ -173,6 +180,10 @@ class NamespaceBank:
         self._rows[record.region].remove(memory_id)
         if self._slot_vector_of.pop(memory_id, None) is not None:
             self._slot_rows.remove(memory_id)
+        if record.slot is not None:
+            for name in named_values(record.slot):
+                if memory_id in self._naming.get(name, ()):
+                    self._naming[name].remove(memory_id)
         for recent in self._session_recent.values():
             if memory_id in recent:
                 recent.remove(memory_id)
@@ -257,6 +268,18 @@ class NamespaceBank:
             for i in reversed(recent)
             if i in self.records and self.records[i].status in CURRENT_STATUSES
         ]
+
+    def current_naming(self, names: Iterable[str], limit: int) -> list[str]:
+        """Current memories whose slot gives one of ``names``, newest stored first."""
+        found: list[str] = []
+        for name in names:
+            found += reversed(self._naming.get(name, ()))
+        current = (
+            i
+            for i in dict.fromkeys(found)
+            if i in self.records and self.records[i].status in CURRENT_STATUSES
+        )
+        return list(itertools.islice(current, limit))
 
     def current_with_attribute(self, triplet: Triplet) -> list[MemoryRecord]:
         """Current (active or cold) memories about the same subject and attribute."""

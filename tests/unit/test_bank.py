@@ -11,6 +11,7 @@ from recall_support import AT
 from recall_support import make_record as recall_record
 
 from pipeline.memory.bank import Change, NamespaceBank
+from pipeline.memory.rules.slots import slot_of
 from schemas.memory import BankCounters, MemoryRecord, SourceTurn, Triplet
 
 DIMENSION = 8
@@ -255,3 +256,27 @@ def test_closest_current_spans_regions_skips_superseded_and_orders_by_closeness(
     assert bank.closest_current(probe, 0.4, 8) == ["near", "episode"]
     assert bank.closest_current(probe, 0.4, 1) == ["near"]
     assert bank.vector("far") is not None and bank.vector("missing") is None
+
+
+def test_current_naming_finds_current_memories_giving_a_name_until_they_go() -> None:
+    rng = random.Random(11)
+    priya = make("priya", unit(rng), slot=slot_of("My manager is Priya."))
+    old = make(
+        "old",
+        unit(rng),
+        offset=1,
+        slot=slot_of("Priya runs the Tuesday demo."),
+        status="superseded",
+    )
+    other = make("other", unit(rng), offset=2, slot=slot_of("My dentist is Dr Hollis."))
+    bank = NamespaceBank("acme")
+    bank.apply([created(r) for r in (priya, old, other)])
+
+    assert bank.current_naming(["name:priya"], 5) == ["priya"]  # superseded ones are not current
+    assert bank.current_naming(["name:nobody"], 5) == []
+
+    bank.apply([erased(priya)])
+    reloaded = NamespaceBank.load("acme", [old, other])
+    assert (
+        bank.current_naming(["name:priya"], 5) == reloaded.current_naming(["name:priya"], 5) == []
+    )

@@ -989,3 +989,30 @@ def test_a_now_that_is_no_contrast_with_the_older_statement_replaces_nothing(
     older: str, newer: str
 ) -> None:
     assert nearest_reason(older, newer) is None
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("My manager is Priya.", "Priya left in October so I report to Tom now"),
+        ("Our stand-ups are run by Kev.", "Aisha runs them since Kev went off on leave"),
+        ("我一直在华山医院皮肤科看王主任。", "王主任退休了，以后挂号得重新找大夫"),
+    ],
+)
+def test_a_value_said_to_have_gone_is_superseded(older: str, newer: str) -> None:
+    assert words_reason(older, newer, 0.3) == f"value left: {slot_of(older).values[-1][5:]}"
+    assert words_reason(older, newer, 0.3, nearest=False) is None
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # a place left, not the role
+        ("My manager is Priya.", "Priya left early, the demo ran long"),
+        ("My manager is Priya.", "Priya left early today, the demo ran long"),
+        # someone else left
+        ("My manager is Priya.", "Tom left the team, Priya is hiring"),
+    ],
+)
+def test_a_name_beside_a_leaving_that_is_not_its_own_stays(older: str, newer: str) -> None:
+    assert words_reason(older, newer, 0.3) is None

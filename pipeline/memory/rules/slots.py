@@ -956,6 +956,7 @@ def update_reason(
         or (amount_moved_to(older, newer, policy) if nearest else None)
         or (amount_nearby(older, newer, policy) if nearest and not keeps else None)
         or (changed_over(older, newer, policy) if nearest and not keeps else None)
+        or (value_left(older, newer, policy) if nearest else None)
         or (None if keeps else value_after_join(older, newer, policy))
         or (came_to_an_end(older, newer, policy) if nearest and not keeps else None)
         or (corrected(older, newer, policy) if nearest else None)
@@ -1108,8 +1109,10 @@ def amount_nearby(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
 # verb says the value changed, the words after it what it is now.
 _CHANGED_TO = re.compile(
     r"\b(?:switch(?:ed)?|swapp?(?:ed)?|chang(?:ed|e)|mov(?:ed|e)|transferr?(?:ed)?|migrat(?:ed|e)"
-    r"|push(?:ed)?|shift(?:ed)?|convert(?:ed)?|upgrad(?:ed|e)|downgrad(?:ed|e)|put)"
+    r"|shift(?:ed)?|convert(?:ed)?|upgrad(?:ed|e)|downgrad(?:ed|e))"
     r"(?: [\w'’-]+){0,4}? (?:to|onto|into|over to|back to|across to)\b"
+    # "pushed back to May", not "pushed me to start" (a spur) nor "the push to finally start"
+    r"|\bpush(?:ed)? (?:[\w'’-]+ )?(?:back|forward|out) (?:to|until)\b"
     r"|改成|改到|改为|改用|换成|换到|换用|转到|转去|转成|迁到|挪到|推迟到|延到|延期到|调到|变成",
     re.IGNORECASE,
 )
@@ -1131,6 +1134,8 @@ def changed_over(older: Statement, newer: Statement, policy: MemoryPolicy) -> st
         return None
     if _stateful_pair(older, newer) is None or about_two_things(first, second):
         return None
+    if len(_content_terms(first.terms)) > policy.state_max_terms:
+        return None  # a value that can change is stated briefly; a long chat line holds none
     match = _CHANGED_TO.search(second.frame)
     if match is None:
         return None
@@ -1171,6 +1176,8 @@ def holds_now(older: Statement, newer: Statement, policy: MemoryPolicy) -> str |
         return None
     if about_two_things(first, second) or _people(first) != _people(second):
         return None
+    if len(_content_terms(first.terms)) > policy.state_max_terms:
+        return None  # a value that holds is stated briefly; a long chat line holds no such slot
     match = _NOW_CONTRAST.search(second.frame)
     if match is None or _NOW_CONTRAST.search(first.frame) is not None:
         return None  # both say "now": two things that hold now
@@ -1181,10 +1188,71 @@ def holds_now(older: Statement, newer: Statement, policy: MemoryPolicy) -> str |
         # Only amounts changed: the amount rules judge those ("The team is 9 engineers" /
         # "3 designers now" are two attributes, "has 2 bedrooms" / "costs 1450 now" too).
         return None
-    shared = common_ground(first, second, policy)
+    # "Now" is said of many things: the ground shared must be topical (王建国是我的导师 /
+    # 王建华是我的高中同学，现在在成都 share only 我的 and 是我).
+    shared = topical(common_ground(first, second, policy))
     if not shared:
         return None
     return f"holds now: {match.group(0)}; shared {', '.join(sorted(shared))}"
+
+
+# A value said to have gone, right after it is named: "Priya left", "Ben's history", "Kev went
+# off on leave", 王主任退休了, 王姐调去华东区了. Closed class: verbs of leaving.
+_LEFT_AFTER = re.compile(
+    r"^(?:['’]s)?\s*(?:has |had |just |finally )?"
+    # (not "left early", "left for lunch": a place left, not the role)
+    r"(?:left(?! (?:early|late|for|at|home|work|the office))|quit|retired|resigned|went off"
+    r"|moved on"
+    r"|moved away|stepped down|passed away|is gone|'s gone|’s gone|is history|'s history|’s history"
+    r"|got (?:moved|reassigned|transferred)|was (?:moved|reassigned|transferred))\b"
+    r"|^(?:已经|也)?(?:退休|调去|调走|调到|走了|离职|辞职|不干了|跳槽|转走|被调|去世|调岗)",
+    re.IGNORECASE,
+)
+
+
+def named_values(signal: Slot) -> list[str]:
+    """The names, identifiers and titles a statement gives (its switchable values)."""
+    return [value for value in signal.values if _kind(value) in _SWITCHABLE_KINDS]
+
+
+def _unmasked(signal: Slot) -> str | None:
+    """The statement with its masks filled by the values they stand for (casefolded, as values
+    are), or None when a repeated value makes the masks ambiguous (as ``_number_units``)."""
+    pieces = signal.frame.split(MASK)
+    if len(pieces) - 1 > len(signal.values):
+        return None
+    filled = [pieces[0]]
+    for value, piece in zip(signal.values, pieces[1:], strict=False):
+        filled += [value.partition(":")[2], piece]
+    return "".join(filled).casefold()
+
+
+def value_left(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
+    """The newer statement names the older one's value and says it has gone: "My manager is
+    Priya" → "Priya left in October so I report to Tom"; 我一直在华山医院皮肤科看王主任 →
+    王主任退休了，现在转到李医生那边看.
+
+    The value (a name, an identifier or a title the older statement gives) is followed at once by
+    a verb of leaving (``_LEFT_AFTER``); the older is stateful and the current memory nearest
+    the newer (checked by the caller), and one speaker said both.
+    """
+    assert older.slot is not None and newer.slot is not None
+    first, second = older.slot, newer.slot
+    if second.weighs or second.question or first.question:
+        return None
+    if _stateful_pair(older, newer) is None:
+        return None
+    text = _unmasked(second)
+    if text is None:
+        return None
+    for value in named_values(first):
+        name = value.partition(":")[2]
+        start = text.find(name)
+        while start >= 0:
+            if _LEFT_AFTER.match(text[start + len(name) :].lstrip(" ")) is not None:
+                return f"value left: {name}"
+            start = text.find(name, start + 1)
+    return None
 
 
 def corrected(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
@@ -1223,6 +1291,18 @@ def common_ground(first: Slot, second: Slot, policy: MemoryPolicy) -> set[str]:
     if not encoder_reads(second, policy):
         shared |= _bigrams(first.frame) & _bigrams(second.frame)
     return shared
+
+
+def topical(shared: set[str]) -> set[str]:
+    """Common ground without the Chinese character pairs made of function characters alone
+    (我的, 是我, 了一): those say nothing of what two statements are about."""
+    return {item for item in shared if not set(item) <= _ZH_FUNCTION_CHARACTERS}
+
+
+# Pronouns, particles, the copula and light verbs.
+_ZH_FUNCTION_CHARACTERS = frozenset(
+    "我你他她它们的地得是了着过在有和跟与也都就还又才再这那个一不没很太吗呢吧啊呀么"
+)
 
 
 # -- a task's state moving on ---------------------------------------------------------------------
@@ -1336,8 +1416,12 @@ def _bigrams(text: str) -> set[str]:
 
 
 def shared_pairs(first: Slot, second: Slot) -> int:
-    """How many Chinese character pairs two statements' frames share (a lexical closeness)."""
-    return len(_bigrams(first.frame) & _bigrams(second.frame))
+    """How many Chinese character pairs two statements share (a lexical closeness): those of
+    their frames, and those of the names both give (masked in the frames: 王姐, 王主任)."""
+    names = {v.partition(":")[2] for v in set(named_values(first)) & set(named_values(second))}
+    return len(_bigrams(first.frame) & _bigrams(second.frame)) + len(
+        set().union(*(_bigrams(name) for name in names))
+    )
 
 
 def encoder_reads(signal: Slot, policy: MemoryPolicy) -> bool:
