@@ -1148,9 +1148,11 @@ def changed_over(older: Statement, newer: Statement, policy: MemoryPolicy) -> st
 
 
 # Words that set what holds now against what held before: "these days", "now", 现在, 如今,
-# 这阵子. (Not "still": that keeps a value, ``Slot.keeps``.)
+# 这阵子 (the recall side's current-value words, ``routing._NOW_WORDS``, less those that keep a
+# value: "still", 仍然, ``Slot.keeps``). Not "lately": "lately I've been looking into
+# counseling" goes on about what the older statement said.
 _NOW_CONTRAST = re.compile(
-    r"\b(?:now|these days|nowadays|at the moment|currently|lately)\b"
+    r"\b(?:now|these days|nowadays|at the moment|at present|currently)\b"
     # (现在 before a time tells the time: 现在下午3点了.)
     r"|现在(?![\d零〇一二两三四五六七八九十几]|[上下]午|早上|晚上|中午)"
     r"|如今|这阵子|这段时间|这些天|目前|最近(?:都|基本|一直|改)",
