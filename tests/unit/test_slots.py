@@ -1016,3 +1016,17 @@ def test_a_value_said_to_have_gone_is_superseded(older: str, newer: str) -> None
 )
 def test_a_name_beside_a_leaving_that_is_not_its_own_stays(older: str, newer: str) -> None:
     assert words_reason(older, newer, 0.3) is None
+
+
+def test_a_verb_of_change_needs_no_shared_word_where_the_encoder_reads_the_statements() -> None:
+    older, newer = (
+        "My everyday account is with Barclays.",
+        "Moved over to Monzo for day-to-day stuff.",
+    )
+    # close as wholes (the English encoder reads both): the change is of the older statement
+    found = words_reason(older, newer, 0.5)
+    assert found is not None and found.startswith("changed over")
+    # far apart as wholes, and no word shared: the change is of something else
+    assert words_reason(older, newer, 0.2) is None
+    # a language the encoder does not read needs the shared words
+    assert words_reason("我的工资卡是工行的。", "搬到杭州以后改成骑车上班了", 0.9) is None

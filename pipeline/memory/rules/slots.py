@@ -1143,7 +1143,16 @@ def changed_over(older: Statement, newer: Statement, policy: MemoryPolicy) -> st
         return None  # "our drummer moved to Perth": someone else moved
     shared = common_ground(first, second, policy)
     if not shared:
-        return None
+        # Where the encoder reads the language, the two statements close as wholes stand in
+        # for shared words ("My everyday account is with Barclays" / "Moved over to Monzo for
+        # the day-to-day stuff"): the verb of change says the value changed, the closeness that
+        # it is the older statement's.
+        vectors = _stateful_pair(older, newer)
+        assert vectors is not None
+        cosine = float(vectors[0] @ vectors[1])
+        if not (encoder_reads(second, policy) and cosine >= policy.state_cosine_floor):
+            return None
+        shared = {f"statement cosine {cosine:.3f}"}
     return f"changed over: {match.group(0)}; shared {', '.join(sorted(shared))}"
 
 
