@@ -287,8 +287,10 @@ def _update_candidates(
         wanted += itertools.islice(current, SLOT_CANDIDATES)
     if created.slot is not None:
         # A value said to have gone ("Priya left", 王姐调去华东区了) names what it updates, however
-        # far apart the rest of the two statements is.
-        wanted += bank.current_naming(slots.named_values(created.slot), SLOT_CANDIDATES)
+        # far apart the rest of the two statements is. (Only those: a name as common as a
+        # speaker's own would make half the bank a candidate of every statement.)
+        gone = slots.said_to_leave(created.slot, slots.named_values(created.slot))
+        wanted += bank.current_naming(gone, SLOT_CANDIDATES)
     vector = _vector_of(bank, created)
     if created.slot is not None and vector is not None:
         # A task told again at a later state, or a goal reached another way, is worded anew:

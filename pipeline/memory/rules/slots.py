@@ -1253,17 +1253,26 @@ def value_left(older: Statement, newer: Statement, policy: MemoryPolicy) -> str 
         return None
     if _stateful_pair(older, newer) is None:
         return None
-    text = _unmasked(second)
+    gone = said_to_leave(second, named_values(first))
+    return f"value left: {gone[0].partition(':')[2]}" if gone else None
+
+
+def said_to_leave(signal: Slot, values: list[str]) -> list[str]:
+    """Those of ``values`` (names, identifiers) the statement names right before a verb of
+    leaving (``_LEFT_AFTER``): "Priya left", 王主任退休了."""
+    text = _unmasked(signal)
     if text is None:
-        return None
-    for value in named_values(first):
+        return []
+    gone = []
+    for value in values:
         name = value.partition(":")[2]
         start = text.find(name)
         while start >= 0:
             if _LEFT_AFTER.match(text[start + len(name) :].lstrip(" ")) is not None:
-                return f"value left: {name}"
+                gone.append(value)
+                break
             start = text.find(name, start + 1)
-    return None
+    return gone
 
 
 def corrected(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
