@@ -893,17 +893,43 @@ def nearest_reason(older: str, newer: str, *, nearest: bool = True) -> str | Non
 
 
 @pytest.mark.parametrize(
-    ("older", "newer"),
+    ("rule", "older", "newer"),
     [
-        ("我爸今年63，身体还挺硬朗。", "我爸上周过生日，64了，全家去吃了顿海鲜。"),
-        ("儿子身高118，在班里算矮的，有点愁。", "昨天给儿子量了下，126了！"),
-        ("Luna weighs about 5kg", "vet weighed Luna today, 4.2 kilos, the diet is working"),
+        # an amount replaced by a nearby one, in any words
+        ("amount nearby", "我爸今年63，身体还挺硬朗。", "我爸上周过生日，64了，全家去吃了顿海鲜。"),
+        ("amount nearby", "儿子身高118，在班里算矮的，有点愁。", "昨天给儿子量了下，126了！"),
+        (
+            "amount nearby",
+            "Luna weighs about 5kg",
+            "vet weighed Luna today, 4.2 kilos, the diet is working",
+        ),
+        # a verb of change with where it went
+        (
+            "changed over",
+            "Our stand-ups run on Zoom.",
+            "We moved the stand-ups over to Google Meet.",
+        ),
+        (
+            "changed over",
+            "公司VPN每次都要手动输验证码登录",
+            "VPN改成扫码登录了，企业微信扫一下就进",
+        ),
+        ("changed over", "我们组日报都发在钉钉群里", "日报改成每天填飞书表格了"),
+        # what holds now
+        (
+            "holds now",
+            "I buy my coffee beans at the farmers market.",
+            "coffee beans come from an online roaster these days",
+        ),
+        ("holds now", "我买菜都是周末去菜市场。", "现在买菜都在App上下单，半小时送到"),
     ],
 )
-def test_a_nearby_amount_replaces_the_nearest_memory_in_any_words(older: str, newer: str) -> None:
+def test_a_value_told_in_any_words_updates_the_nearest_memory_only(
+    rule: str, older: str, newer: str
+) -> None:
     found = nearest_reason(older, newer)
-    assert found is not None and found.startswith("amount nearby")
-    # Of several memories about one subject, only the nearest one is the amount it speaks to.
+    assert found is not None and found.startswith(rule)
+    # Of several memories about one subject, only the nearest one is the value it speaks to.
     assert nearest_reason(older, newer, nearest=False) is None
 
 
@@ -915,66 +941,12 @@ def test_a_nearby_amount_replaces_the_nearest_memory_in_any_words(older: str, ne
         ("我手腕细，手链要买15cm的", "我妈手腕粗，上次给她买的17cm都嫌紧"),
         # amounts too far apart to be one amount moving: two attributes
         ("My flat has 2 bedrooms and a tiny garden.", "The flat costs 1450 a month now."),
-    ],
-)
-def test_an_amount_of_someone_else_or_of_another_size_replaces_nothing(
-    older: str, newer: str
-) -> None:
-    assert nearest_reason(older, newer) is None
-
-
-@pytest.mark.parametrize(
-    ("older", "newer"),
-    [
-        ("Our stand-ups run on Zoom.", "We moved the stand-ups over to Google Meet."),
-        ("公司VPN每次都要手动输验证码登录", "VPN改成扫码登录了，企业微信扫一下就进"),
-        ("我们组日报都发在钉钉群里", "日报改成每天填飞书表格了"),
-    ],
-)
-def test_a_verb_of_change_updates_the_nearest_memory_it_shares_words_with(
-    older: str, newer: str
-) -> None:
-    found = nearest_reason(older, newer)
-    assert found is not None and found.startswith("changed over")
-    assert nearest_reason(older, newer, nearest=False) is None
-
-
-@pytest.mark.parametrize(
-    ("older", "newer"),
-    [
         # someone else's lesson moved
         ("my piano lesson is Wednesdays at 5", "Ella's piano lesson got moved to Thursdays"),
         # nothing shared: the change is of something else
         ("I keep my savings in a Halifax ISA", "we moved the sofa over to the other wall"),
         # only weighed
         ("Our stand-up is on Zoom", "maybe we should switch to Teams for stand-up"),
-    ],
-)
-def test_a_change_of_something_else_or_only_weighed_updates_nothing(older: str, newer: str) -> None:
-    assert nearest_reason(older, newer) is None
-
-
-@pytest.mark.parametrize(
-    ("older", "newer"),
-    [
-        (
-            "I buy my coffee beans at the farmers market.",
-            "coffee beans come from an online roaster these days",
-        ),
-        ("我买菜都是周末去菜市场。", "现在买菜都在App上下单，半小时送到"),
-    ],
-)
-def test_what_holds_now_replaces_the_nearest_memory_it_shares_words_with(
-    older: str, newer: str
-) -> None:
-    found = nearest_reason(older, newer)
-    assert found is not None and found.startswith("holds now")
-    assert nearest_reason(older, newer, nearest=False) is None
-
-
-@pytest.mark.parametrize(
-    ("older", "newer"),
-    [
         # the time, not a contrast with before
         ("我家离地铁站走路10分钟。", "现在下午3点了，等会儿走路去地铁站"),
         # only amounts changed: the amount rules decide
@@ -985,7 +957,7 @@ def test_what_holds_now_replaces_the_nearest_memory_it_shares_words_with(
         ("I take the bus to work.", "my sister takes the bus to work these days"),
     ],
 )
-def test_a_now_that_is_no_contrast_with_the_older_statement_replaces_nothing(
+def test_a_value_of_someone_else_another_attribute_or_only_weighed_replaces_nothing(
     older: str, newer: str
 ) -> None:
     assert nearest_reason(older, newer) is None

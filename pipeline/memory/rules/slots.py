@@ -1046,6 +1046,25 @@ def _people(signal: Slot) -> set[str]:
     return {match.group(0).casefold() for match in _PEOPLE.finditer(signal.frame)}
 
 
+def _brief_pair(
+    older: Statement, newer: Statement, policy: MemoryPolicy
+) -> tuple[Vector, Vector] | None:
+    """The common gate of the rules that read a value told in any words for the nearest memory
+    (``amount_nearby``, ``changed_over``, ``holds_now``): the two whole-statement vectors when
+    the newer neither weighs nor adds, neither is a question, the pair may update at all
+    (``_stateful_pair``), the older is brief (a long chat line holds no such slot) and both name
+    the same people ("my brother's a 13", "our drummer moved to Perth": someone else's)."""
+    assert older.slot is not None and newer.slot is not None
+    first, second = older.slot, newer.slot
+    if second.weighs or second.additive or second.question or first.question:
+        return None
+    if len(_content_terms(first.terms)) > policy.state_max_terms:
+        return None
+    if _people(first) != _people(second):
+        return None
+    return _stateful_pair(older, newer)
+
+
 def _amount(value: str) -> float | None:
     """The size of a number value ("number:1200" → 1200.0; a clock time or a word: None)."""
     if _kind(value) != "number":
@@ -1071,9 +1090,7 @@ def amount_nearby(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
     """
     assert older.slot is not None and newer.slot is not None
     first, second = older.slot, newer.slot
-    if second.weighs or second.additive or second.question or first.question:
-        return None
-    if older.region == "episodic" or _stateful_pair(older, newer) is None:
+    if older.region == "episodic" or _brief_pair(older, newer, policy) is None:
         return None
     if older.session is None or older.session == newer.session:
         return None  # within one conversation, two such lines list two amounts (two phones)
@@ -1089,10 +1106,6 @@ def amount_nearby(older: Statement, newer: Statement, policy: MemoryPolicy) -> s
         return None
     if names_two_slots(first, second, old_values, new_values):
         return None  # "work phone … 0142" / "personal phone … 0199": two attributes
-    if len(_content_terms(first.terms)) > policy.state_max_terms:
-        return None  # an amount stated as a state is brief; a long chat line holds no such slot
-    if _people(first) != _people(second):
-        return None  # "I take a size 11" / "my brother's a 13": two people's amounts
     # What is counted, not how: the unit and a rate's period ("… a month") say nothing of it.
     units = {*_number_units(first).values(), *_number_units(second).values()}
     counted_in = {word for unit in units for word in tokenize(unit)} | units
@@ -1130,25 +1143,18 @@ def changed_over(older: Statement, newer: Statement, policy: MemoryPolicy) -> st
     """
     assert older.slot is not None and newer.slot is not None
     first, second = older.slot, newer.slot
-    if second.weighs or second.additive or second.question or first.question:
+    vectors = _brief_pair(older, newer, policy)
+    if vectors is None or about_two_things(first, second):
         return None
-    if _stateful_pair(older, newer) is None or about_two_things(first, second):
-        return None
-    if len(_content_terms(first.terms)) > policy.state_max_terms:
-        return None  # a value that can change is stated briefly; a long chat line holds none
     match = _CHANGED_TO.search(second.frame)
     if match is None:
         return None
-    if _people(first) != _people(second):
-        return None  # "our drummer moved to Perth": someone else moved
     shared = common_ground(first, second, policy)
     if not shared:
         # Where the encoder reads the language, the two statements close as wholes stand in
         # for shared words ("My everyday account is with Barclays" / "Moved over to Monzo for
         # the day-to-day stuff"): the verb of change says the value changed, the closeness that
         # it is the older statement's.
-        vectors = _stateful_pair(older, newer)
-        assert vectors is not None
         cosine = float(vectors[0] @ vectors[1])
         if not (encoder_reads(second, policy) and cosine >= policy.state_cosine_floor):
             return None
@@ -1181,14 +1187,10 @@ def holds_now(older: Statement, newer: Statement, policy: MemoryPolicy) -> str |
     """
     assert older.slot is not None and newer.slot is not None
     first, second = older.slot, newer.slot
-    if second.weighs or second.additive or second.question or first.question or second.moment:
+    if second.moment or newer.region == "episodic":
         return None
-    if newer.region == "episodic" or _stateful_pair(older, newer) is None:
+    if _brief_pair(older, newer, policy) is None or about_two_things(first, second):
         return None
-    if about_two_things(first, second) or _people(first) != _people(second):
-        return None
-    if len(_content_terms(first.terms)) > policy.state_max_terms:
-        return None  # a value that holds is stated briefly; a long chat line holds no such slot
     match = _NOW_CONTRAST.search(second.frame)
     if match is None or _NOW_CONTRAST.search(first.frame) is not None:
         return None  # both say "now": two things that hold now
