@@ -1228,16 +1228,26 @@ def named_values(signal: Slot) -> list[str]:
     return [value for value in signal.values if _kind(value) in _SWITCHABLE_KINDS]
 
 
-def _unmasked(signal: Slot) -> str | None:
-    """The statement with its masks filled by the values they stand for (casefolded, as values
-    are), or None when a repeated value makes the masks ambiguous (as ``_number_units``)."""
+def _masks_filled(signal: Slot) -> tuple[str, list[tuple[str, str]]] | None:
+    """The frame's text before its first mask, and each mask's value with the text after it.
+
+    Masks stand in the frame in the order of the spans; when a value repeats, the two cannot be
+    told apart (None). Values past the masks are names another statement gave it
+    (``named_alike``) and are left out."""
     pieces = signal.frame.split(MASK)
     if len(pieces) - 1 > len(signal.values):
         return None
-    filled = [pieces[0]]
-    for value, piece in zip(signal.values, pieces[1:], strict=False):
-        filled += [value.partition(":")[2], piece]
-    return "".join(filled).casefold()
+    return pieces[0], list(zip(signal.values, pieces[1:], strict=False))
+
+
+def _unmasked(signal: Slot) -> str | None:
+    """The statement with its masks filled by the values they stand for (casefolded, as values
+    are), or None when the masks are ambiguous (``_masks_filled``)."""
+    masked = _masks_filled(signal)
+    if masked is None:
+        return None
+    head, filled = masked
+    return (head + "".join(value.partition(":")[2] + after for value, after in filled)).casefold()
 
 
 def value_left(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
@@ -1738,16 +1748,13 @@ _PER = re.compile(r"^(?:a|an|per|each|every)\s+(?=[A-Za-z])", re.I)
 
 
 def _number_units(signal: Slot) -> dict[str, str]:
-    """Each number value's unit: the word right after its mask in the frame (个人, 刀, people).
-
-    Masks stand in the frame in the order of the spans; when a value repeats, the two cannot be
-    told apart, and no unit is read."""
-    pieces = signal.frame.split(MASK)[1:]
-    if len(pieces) > len(signal.values):
+    """Each number value's unit: the word right after its mask in the frame (个人, 刀, people);
+    none when the masks are ambiguous (``_masks_filled``)."""
+    masked = _masks_filled(signal)
+    if masked is None:
         return {}
     units: dict[str, str] = {}
-    # (Values past the masks are names another statement gave it: ``named_alike``.)
-    for value, after in zip(signal.values, pieces, strict=False):
+    for value, after in masked[1]:
         rate = _PER.match(after.lstrip(" "))
         found = _UNIT_AFTER.match(after.lstrip(" ")[rate.end() if rate else 0 :])
         # A unit is a word of its own ("… people", 个人), not grammar ("ending … is my card").
