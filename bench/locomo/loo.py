@@ -162,6 +162,12 @@ IDEAS: tuple[Idea, ...] = (
             ("0.15", _tune(current_value_margin=0.15)),
         ),
     ),
+    Idea(
+        "comparable",
+        "answers within this relevance margin of the best whose vectors are alike to its vector "
+        "(cosine >= 0.5) hold their places in the seed formula's order: the fresher first",
+        tuple((f"{x:g}", _tune(comparable_margin=x)) for x in (0.0, 0.1)),
+    ),
 )
 
 

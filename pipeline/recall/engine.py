@@ -54,7 +54,9 @@ from pipeline.recall.routing import (
 from pipeline.recall.scoring import (
     DEFAULT_TUNING,
     RecallTuning,
+    comparable_answers,
     final_score,
+    freshest_of_comparable,
     freshness_days,
     newest_first,
     older_answers,
@@ -517,6 +519,8 @@ class RecallEngine:
             scores = final_score(
                 rel, view.importance[slots], fresh, self.policy, self.tuning, wants_recent=recent
             )
+            if not (recent or current or latest) and self.tuning.comparable_margin > 0.0:
+                scores = self._freshest_of_comparable(view, slots, rel, fresh, scores)
             if (current or latest) and current_margin is not None:
                 scores = newest_first(rel, created, scores, current_margin, cosines)
                 if current and not include_history and self.tuning.current_value_drops_older:
@@ -605,6 +609,32 @@ class RecallEngine:
             exact=self.exact,
             window_references=self.tuning.window_references,
         )
+
+    def _freshest_of_comparable(
+        self,
+        view: NamespaceView,
+        slots: np.ndarray,
+        rel: np.ndarray,
+        fresh: np.ndarray,
+        scores: np.ndarray,
+    ) -> np.ndarray:
+        """``scoring.freshest_of_comparable`` over the answers comparable with the best one.
+
+        A procedure and a statement are never comparable remarks: "how did we fix it?" asks
+        for the fix, however fresh a restatement of the problem is.
+        """
+        if scores.size < 2 or view.dimension is None:
+            return scores
+        best = int(np.argmax(scores))
+        rows = view.matrix[slots]
+        alike = (rows @ rows[best]).astype(np.float64) >= self.tuning.comparable_cosine
+        procedural = view.region[slots] == REGION_CODE["procedural"]
+        alike &= procedural == procedural[best]
+        group = comparable_answers(rel, alike, best, self.tuning.comparable_margin)
+        seed = final_score(
+            rel, view.importance[slots], fresh, self.policy, self.tuning, wants_recent=True
+        )
+        return freshest_of_comparable(scores, seed, group)
 
     def _diversified(self, view: NamespaceView, candidates: list[_Candidate]) -> list[_Candidate]:
         """The best ``diversity_window`` candidates in MMR order (``hops.diversified``)."""

@@ -50,6 +50,12 @@ class RecallTuning:
     current_value_margin: float | None = 0.15
     # ... and the older members of that group are left out of the answer (``older_answers``).
     current_value_drops_older: bool = True
+    # Comparable answers (``freshest_of_comparable``): answers within this much of the best
+    # relevance whose vectors are at least ``comparable_cosine`` alike to the best one's (two
+    # outings, two calls) take the places they hold in the seed formula's order, so the fresher
+    # goes first when the question does not say which; 0 turns the rule off.
+    comparable_margin: float = 0.1
+    comparable_cosine: float = 0.5
     # One hop across sessions (``links``): memories sharing a specific entity (specificity at
     # least ``link_min_specificity``) or nearly the same words (cosine at least
     # ``link_min_cosine``) with one of the ``link_seeds`` best first-pass answers inherit
@@ -261,6 +267,49 @@ def older_answers(
     matches = relevance >= float(relevance.max()) - margin
     older[matches & (created < newest)] = True
     return older
+
+
+def comparable_answers(
+    relevance: npt.NDArray[np.float64],
+    alike_to_best: npt.NDArray[np.bool_],
+    best: int,
+    margin: float,
+) -> npt.NDArray[np.bool_]:
+    """The answers comparable with the best one: about as relevant and alike in meaning.
+
+    ``alike_to_best`` says which candidates are the same kind of remark as the best answer
+    (their vectors close to its vector); the best answer is always a member.
+    """
+    group = alike_to_best & (relevance >= float(relevance[best]) - margin)
+    group[best] = True
+    return group
+
+
+def freshest_of_comparable(
+    scores: npt.NDArray[np.float64],
+    seed_scores: npt.NDArray[np.float64],
+    group: npt.NDArray[np.bool_],
+) -> npt.NDArray[np.float64]:
+    """Scores where the members of ``group`` hold the group's places in ``seed_scores`` order.
+
+    Between two comparable one-off remarks ("Called grandma, she's been out in the allotment"
+    and, weeks later, "Called grandma, she told me about her watercolour class"), a question
+    that does not say which ("What did grandma tell me about?") is answered by the fresher: the
+    seed formula, freshness weight in full, orders the group. Across the rest of the candidates
+    freshness stays a tie-breaker (``score_weights``), so a question about last spring is not
+    answered by last week's weaker match. The group's places and scores stay the same ones,
+    only who holds them changes: nothing outside the group moves, nothing leaves the head, and
+    gap truncation sees the same scores (on LoCoMo, letting the group's seed scores move against
+    the others lost 9 questions; reordering within the places lost 1).
+    """
+    members = np.flatnonzero(group)
+    if members.size < 2:
+        return scores
+    places = np.sort(scores[members])[::-1]
+    holders = members[np.argsort(-seed_scores[members], kind="stable")]
+    reordered = scores.copy()
+    reordered[holders] = places
+    return reordered
 
 
 # Score steps between members of a newest-first group: far below any real score difference.

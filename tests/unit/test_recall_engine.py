@@ -1,3 +1,4 @@
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -248,3 +249,28 @@ def test_chinese_context_lines_get_chinese_tags(engine: RecallEngine) -> None:
     first = block.split("\n")[0]
     assert first.startswith("- [") and "[事实]" in first and first.endswith("(mem:zh-db)")
     assert "[fact]" in engine.format_context("ns", "我们用什么数据库", at=AT, language="en")
+
+
+def comparable_remarks(margin: float) -> RecallEngine:
+    """Two calls with grandma 40 days apart; the older is a little closer to the question."""
+    index = HotIndex()
+    for memory_id, content, age in (
+        ("allotment", "Called grandma, she told me about her allotment", 41),
+        ("paint", "Called grandma, she told me all about her watercolour class", 1),
+    ):
+        index.apply(
+            make_record(memory_id, content, encoder=ENCODER, created_at=AT - timedelta(days=age))
+        )
+    tuning = dataclasses.replace(RecallEngine(index, ENCODER).tuning, comparable_margin=margin)
+    return RecallEngine(index, HashingEncoder(), tuning=tuning)
+
+
+def test_the_fresher_of_two_comparable_remarks_answers_first() -> None:
+    query = "What did grandma tell me about when I called?"
+    on = comparable_remarks(0.1)
+    assert ids(on.recall("ns", query, at=AT, truncate=False, limit=5)) == ["paint", "allotment"]
+    # Off, the closer older remark comes first: the rule is what orders them.
+    off = comparable_remarks(0.0).recall("ns", query, at=AT, truncate=False, limit=5)
+    assert ids(off) == ["allotment", "paint"]
+    # Asked for specifically, the older one is still found first.
+    assert on.recall("ns", "What about her allotment?", at=AT, limit=5)[0].id == "allotment"

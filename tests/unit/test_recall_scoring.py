@@ -8,7 +8,9 @@ from pipeline.memory.rules.decay import freshness
 from pipeline.recall.scoring import (
     activation_at,
     answer_group,
+    comparable_answers,
     final_score,
+    freshest_of_comparable,
     newest_first,
     older_answers,
     relevance,
@@ -206,3 +208,35 @@ def test_a_member_only_close_in_meaning_is_ordered_but_never_left_out() -> None:
     # The old value held before the newest member and goes; the new value is only as close in
     # meaning, so it stays in the answer although a newer member exists.
     assert older_answers(relevance, created, 0.15, cosine).tolist() == [True, False, False]
+
+
+def test_comparable_answers_are_alike_and_about_as_relevant() -> None:
+    import numpy as np
+
+    relevance = np.array([0.80, 0.74, 0.75, 0.50])
+    alike = np.array([True, True, False, True])
+    # 1: alike and within 0.1; 2: within 0.1 but another kind of remark; 3: alike, far below.
+    assert comparable_answers(relevance, alike, 0, margin=0.1).tolist() == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    # The best answer is its own group even when nothing else qualifies.
+    lone = comparable_answers(relevance, np.zeros(4, dtype=np.bool_), 0, margin=0.1)
+    assert lone.tolist() == [True, False, False, False]
+
+
+def test_the_fresher_comparable_answer_takes_the_first_place() -> None:
+    import numpy as np
+
+    scores = np.array([0.70, 0.66, 0.68, 0.30])  # 0 older and a bit closer; 1 fresher
+    seed = np.array([0.55, 0.60, 0.40, 0.20])  # the seed formula, freshness in full
+    group = np.array([True, True, False, False])
+    reordered = freshest_of_comparable(scores, seed, group)
+    # 1 takes the group's first place and 0 its second; 2 and 3 keep score and place.
+    assert reordered.tolist() == [0.66, 0.70, 0.68, 0.30]
+    assert sorted(reordered.tolist()) == sorted(scores.tolist())  # same places, same scores
+    # A group of one changes nothing.
+    single = np.array([True, False, False, False])
+    assert freshest_of_comparable(scores, seed, single).tolist() == scores.tolist()
