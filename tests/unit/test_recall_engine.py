@@ -6,6 +6,7 @@ import pytest
 from recall_support import AT, HashingEncoder, history, make_record
 
 from pipeline.recall import HotIndex, RecallEngine
+from pipeline.recall.scoring import DEFAULT_TUNING
 from pipeline.recall.temporal import NaiveTime
 from schemas.memory import MemoryRecord
 
@@ -261,7 +262,7 @@ def comparable_remarks(margin: float) -> RecallEngine:
         index.apply(
             make_record(memory_id, content, encoder=ENCODER, created_at=AT - timedelta(days=age))
         )
-    tuning = dataclasses.replace(RecallEngine(index, ENCODER).tuning, comparable_margin=margin)
+    tuning = dataclasses.replace(DEFAULT_TUNING, comparable_margin=margin)
     return RecallEngine(index, HashingEncoder(), tuning=tuning)
 
 
