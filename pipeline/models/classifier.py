@@ -40,12 +40,12 @@ import numpy.typing as npt
 
 from pipeline.memory.rules.text import cjk_ratio
 from pipeline.models.encoders import (
-    CHOICES,
     Encoder,
+    EncoderMismatch,
     EncoderUnavailable,
-    encode_one_at_a_time,
-    encoder_id,
-    load_encoder,
+    VectorMemo,
+    encode_one_at_a_time_once,
+    load_encoder_of,
 )
 from schemas.errors import HindsightError
 from schemas.memory import Kind
@@ -265,10 +265,13 @@ class TurnClassifier:
             if shape != expected:
                 raise ClassifierFileError(f"{name}: shape {shape}, expected {expected}")
 
-    def input_vectors(self, search_texts: Sequence[str], vectors: npt.ArrayLike) -> Array:
+    def input_vectors(
+        self, search_texts: Sequence[str], vectors: npt.ArrayLike, memo: VectorMemo | None = None
+    ) -> Array:
         """What :meth:`probabilities` reads: the encoder's ``vectors`` of the turns' search texts,
         followed by the second encoder's (if the file has one), computed here one text at a time
-        so that a turn's vector, like its answer, does not depend on its batch."""
+        so that a turn's vector, like its answer, does not depend on its batch (``memo`` shares
+        them with other models of the batch)."""
         first = np.asarray(vectors, dtype=np.float64)
         if not search_texts:
             return np.zeros((0, self.input_dimension))
@@ -276,24 +279,16 @@ class TurnClassifier:
         if self.second_encoder_name is None:
             return first
         encoder = self._second_encoder()
-        second = encode_one_at_a_time(encoder, search_texts)
+        second = encode_one_at_a_time_once(encoder, search_texts, memo)
         return np.hstack([first, second.astype(np.float64)])
 
     def _second_encoder(self) -> Encoder:
         if self._second is None:
-            # The manifest names the model; the encoder of that model is loaded by its choice.
-            choices = [c.name for c in CHOICES.values() if c.model == self.second_encoder_name]
-            if not choices:
-                raise ClassifierFileError(
-                    f"second_encoder: no encoder runs {self.second_encoder_name!r}"
-                )
-            encoder = load_encoder(choices[0], threads=1)
-            if encoder_id(encoder) != self.second_encoder_id:
-                raise ClassifierFileError(
-                    f"second_encoder: {self.id} was trained on {self.second_encoder_id}, "
-                    f"this process has {encoder_id(encoder)}"
-                )
-            self._second = encoder
+            assert self.second_encoder_name is not None and self.second_encoder_id is not None
+            try:
+                self._second = load_encoder_of(self.second_encoder_name, self.second_encoder_id)
+            except EncoderMismatch as error:
+                raise ClassifierFileError(f"second_encoder: {self.id}: {error}") from None
         return self._second
 
     def probabilities(self, texts: Sequence[str], vectors: npt.ArrayLike) -> Array:

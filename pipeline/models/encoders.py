@@ -57,6 +57,10 @@ class EncoderUnavailable(HindsightError):
     pass
 
 
+class EncoderMismatch(EncoderUnavailable):
+    """The installed encoder of a model is not the one a trained file read (another fingerprint)."""
+
+
 class Encoder(Protocol):
     name: str  # the model, e.g. "all-MiniLM-L6-v2"
     id: str  # model/backend-precision@fingerprint: what produced the vectors
@@ -189,6 +193,26 @@ def encode_one_at_a_time(encoder: Encoder, texts: Sequence[str]) -> Vectors:
     if not texts:
         return _empty(encoder.dimension)
     return np.vstack([encoder.encode([text]) for text in texts]).astype(np.float32)
+
+
+VectorMemo = dict[tuple[str, str], npt.NDArray[np.float32]]
+
+
+def encode_one_at_a_time_once(
+    encoder: Encoder, texts: Sequence[str], memo: VectorMemo | None
+) -> Vectors:
+    """:func:`encode_one_at_a_time`, reading and adding to ``memo`` ((encoder id, text) → vector):
+    two models of one batch that read the same encoder's vector of the same text (the turn
+    classifier and the attribute model) embed it once. A text's vector is its own either way."""
+    if memo is None:
+        return encode_one_at_a_time(encoder, texts)
+    model = encoder_id(encoder)
+    missing = list(dict.fromkeys(t for t in texts if (model, t) not in memo))
+    for text, vector in zip(missing, encode_one_at_a_time(encoder, missing), strict=True):
+        memo[(model, text)] = vector
+    if not texts:
+        return _empty(encoder.dimension)
+    return np.vstack([memo[(model, text)] for text in texts]).astype(np.float32)
 
 
 # --------------------------------------------------------------------------------------------
@@ -386,6 +410,23 @@ def load_encoder(
         if key not in _CACHE:
             _CACHE[key] = build_encoder(choice, threads, progress=progress)
         return _CACHE[key]
+
+
+def load_encoder_of(model: str, expected_id: str, threads: int | None = 1) -> Encoder:
+    """The encoder that runs ``model`` and produces the vectors ``expected_id`` names: what a
+    trained file (the turn classifier, the attribute model) read as its second vector.
+
+    One thread by default: it embeds one short text at a time beside the main encoder.
+    """
+    names = [choice.name for choice in CHOICES.values() if choice.model == model]
+    if not names:
+        raise EncoderUnavailable(f"encoder: no encoder runs {model!r}")
+    encoder = load_encoder(names[0], threads=threads)
+    if encoder_id(encoder) != expected_id:
+        raise EncoderMismatch(
+            f"encoder: trained on {expected_id}, this process has {encoder_id(encoder)}"
+        )
+    return encoder
 
 
 def encoder_id(encoder: Encoder) -> str:
