@@ -79,6 +79,11 @@ class Slot(BaseModel):
     corrects: bool = False  # says what was told before was wrong ("my bad", 说错了)
     amount_moved: bool = False  # a number right after words that say it moved ("up to", 涨到)
     vector_b64: str | None = None  # the frame's embedding: float32 little-endian, base64
+    # The attribute model's answer (pipeline/models/attributes.py): which attribute the statement
+    # gives a value of, how sure it is, and whether a person holds one value of it at a time.
+    attribute: str | None = None
+    attribute_probability: float = 0.0
+    single_valued: bool = False
 
 
 class Association(BaseModel):

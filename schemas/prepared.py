@@ -57,6 +57,7 @@ class ModelIds(BaseModel):
     encoder: str
     classifier: str
     extractor: ExtractorInfo | None = None  # set when a recorded LLM extraction was used
+    attributes: str | None = None  # the slot-attribute model, when it read the batch's statements
 
 
 class TurnAnalysis(BaseModel):

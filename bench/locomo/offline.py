@@ -44,6 +44,7 @@ from bench.locomo.metrics import QuestionScore, aggregate, score_question
 from bench.locomo.report import render_summary
 from bench.locomo.runner import RECALL_LIMIT, HindsightRetriever, evaluate
 from pipeline.ingest.local import LocalPipeline
+from pipeline.models.attributes import attribute_model_for
 from pipeline.models.classifier import classifier_for
 from pipeline.models.encoders import ENCODER_NAMES, Encoder, Vectors, load_encoder
 from pipeline.recall.engine import RecallEngine
@@ -85,6 +86,7 @@ def ingest(
         settings.memory,
         partitions=settings.partitions,
         classifier=classifier_for(settings.classifier, encoder.name),
+        attributes=attribute_model_for(encoder.name, settings.slot_attributes),
     )
     for conversation in conversations:
         for event in turn_events(conversation):

@@ -27,6 +27,7 @@ from pipeline.ingest.commit import PartitionOutput
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage
 from pipeline.ingest.policies import PolicyBook
 from pipeline.ingest.prepare import ExtractionKey, InputMessage, prepare_batch
+from pipeline.models.attributes import AttributeModel
 from pipeline.models.classifier import TurnClassifier
 from pipeline.models.encoders import Encoder
 from pipeline.runtime.settings import MemoryPolicy
@@ -57,9 +58,11 @@ class LocalPipeline:
         extractions: Mapping[ExtractionKey, ExtractionRecorded] | None = None,
         keys: KeyRing | None = None,
         classifier: TurnClassifier | None = None,
+        attributes: AttributeModel | None = None,
     ) -> None:
         self.encoder = encoder
         self.classifier = classifier  # None: the rules decide, as prepare_batch does
+        self.attributes = attributes  # None: no slot attributes, as prepare_batch does
         self.policy = policy or MemoryPolicy()
         self.policies: PolicyBook = {}  # each namespace's redaction history (policies topic)
         self.partitions = partitions
@@ -140,6 +143,7 @@ class LocalPipeline:
                     time_notes=self.policy.time_notes,
                     classifier=self.classifier,
                     policies=self.policies,
+                    attributes=self.attributes,
                 )
                 for (message, _), value in zip(batch.prepared, batch.values, strict=True):
                     log.prepared.append(

@@ -38,10 +38,11 @@ from pipeline.memory.rules.echo import residue
 from pipeline.memory.rules.extraction import extract_entities, extract_triplet, search_text
 from pipeline.memory.rules.llm_extraction import apply_extraction
 from pipeline.memory.rules.redaction import step_in_log_order
-from pipeline.memory.rules.slots import NEVER_UPDATES, slot_of
+from pipeline.memory.rules.slots import NEVER_UPDATES, names_one_slot, slot_of
 from pipeline.memory.rules.text import word_count
+from pipeline.models.attributes import AttributeGuess, AttributeModel, attribute_model_for
 from pipeline.models.classifier import TurnClassifier, TurnVerdict, classifier_for
-from pipeline.models.encoders import Encoder, Vectors, encoder_id, load_encoder
+from pipeline.models.encoders import Encoder, VectorMemo, Vectors, encoder_id, load_encoder
 from pipeline.runtime.kafka import faust_credentials
 from pipeline.runtime.metrics import dead_letter_reason, metrics
 from pipeline.runtime.settings import Settings
@@ -347,10 +348,39 @@ def takes_slot(analysis: TurnAnalysis) -> bool:
     return analysis.remember and analysis.kind not in NEVER_UPDATES
 
 
-def with_slot_vector(analysis: TurnAnalysis, slot: Slot, frame_vector: Vector) -> TurnAnalysis:
-    return analysis.model_copy(
-        update={"slot": slot.model_copy(update={"vector_b64": encode_vector(frame_vector)})}
-    )
+def with_slot_vector(
+    analysis: TurnAnalysis, slot: Slot, frame_vector: Vector, guess: AttributeGuess | None = None
+) -> TurnAnalysis:
+    """The analysis with its slot's frame vector and, if the attribute model read it, the
+    attribute the statement gives a value of."""
+    update: dict[str, Any] = {"vector_b64": encode_vector(frame_vector)}
+    if guess is not None:
+        update |= {
+            "attribute": guess.attribute,
+            "attribute_probability": guess.probability,
+            "single_valued": guess.single_valued,
+        }
+    return analysis.model_copy(update={"slot": slot.model_copy(update=update)})
+
+
+def attribute_guesses(
+    model: AttributeModel,
+    analyses: Mapping[int, TurnAnalysis],
+    slots: Mapping[int, Slot],
+    vectors: Vectors,
+    row_of: Mapping[int, int],
+    memo: VectorMemo | None = None,
+) -> dict[int, AttributeGuess]:
+    """The attribute model's guess for each statement of ``slots`` (batch index → its slot) that is
+    brief enough to hold one slot (``slots.names_one_slot``): it reads the batch's vector of the
+    statement's search text and its own second vector of that text (``memo``: shared with the
+    turn classifier, which embedded the short turns it judged already)."""
+    order = sorted(index for index, slot in slots.items() if names_one_slot(slot))
+    if not order:
+        return {}
+    second = model.second_vectors([analyses[index].search_text for index in order], memo)
+    first = np.asarray(vectors[[row_of[index] for index in order]], dtype=np.float64)
+    return dict(zip(order, model.guesses(np.hstack([first, second])), strict=True))
 
 
 def prepare_batch(
@@ -362,6 +392,7 @@ def prepare_batch(
     time_notes: bool = True,
     classifier: TurnClassifier | None = None,
     policies: PolicyBook | None = None,
+    attributes: AttributeModel | None = None,
 ) -> PreparedBatch:
     """Prepare a batch: one encoder call for every remembered turn (and its slot frame) and
     every forget query.
@@ -376,6 +407,8 @@ def prepare_batch(
     passes on as a shredded marker, one whose key is unknown is dead-lettered. ``policies`` (each
     namespace's policy history, updated in place by the batch's ``set_policy`` commands) redacts
     turns before they are classified, extracted or encoded; the original stays only in the log.
+    ``attributes`` says which attribute each statement that takes a slot gives a value of; its
+    answer is recorded in the slot, so consolidate and replay never run it.
     """
     batch = PreparedBatch()
     recorded = extractions or {}
@@ -402,6 +435,8 @@ def prepare_batch(
         key_ids.append(key_id)
 
     analyses: dict[int, TurnAnalysis] = {}
+    # Second-encoder vectors the classifier and the attribute model both read, embedded once.
+    memo: VectorMemo = {}
     to_classify: dict[int, TurnRecorded] = {}  # turns the learned classifier decides
     used: dict[int, ExtractionRecorded] = {}
     texts: list[str] = []
@@ -438,7 +473,9 @@ def prepare_batch(
     batch.encode_seconds = time.perf_counter() - started
     batch.counts["encoded_texts"] += len(texts)
     if classifier is not None and to_classify:
-        learned = classify_turns(classifier, to_classify, vectors, text_of, time_notes=time_notes)
+        learned = classify_turns(
+            classifier, to_classify, vectors, text_of, time_notes=time_notes, memo=memo
+        )
         analyses.update(learned)
         # The kind is known only now: the frames of the statements kept take a second call
         # (embedding every turn's frame up front would double the encoder's work).
@@ -454,11 +491,24 @@ def prepare_batch(
             batch.encode_seconds += time.perf_counter() - started
             batch.counts["encoded_texts"] += len(frames)
 
+    guesses = (
+        attribute_guesses(
+            attributes,
+            analyses,
+            {index: slot for index, (slot, _) in slot_of_turn.items()},
+            vectors,
+            text_of,
+            memo,
+        )
+        if attributes is not None
+        else {}
+    )
     for index, (message, event) in enumerate(decoded):
         models = ModelIds(
             encoder=encoder_name,
             classifier=classifier_name,
             extractor=used[index].extractor if index in used else None,
+            attributes=attributes.id if attributes is not None else None,
         )
         if isinstance(event, Shredded):
             batch.counts["shredded"] += 1
@@ -489,7 +539,9 @@ def prepare_batch(
                 )
             if turn_analysis is not None and index in slot_of_turn:
                 slot, frame_index = slot_of_turn[index]
-                turn_analysis = with_slot_vector(turn_analysis, slot, vectors[frame_index])
+                turn_analysis = with_slot_vector(
+                    turn_analysis, slot, vectors[frame_index], guesses.get(index)
+                )
             prepared = EventPrepared(
                 source=message.position,
                 models=models,
@@ -517,6 +569,7 @@ def classify_turns(
     row_of: Mapping[int, int],
     *,
     time_notes: bool = True,
+    memo: VectorMemo | None = None,
 ) -> dict[int, TurnAnalysis]:
     """The learned analyses of ``turns`` (by batch index) from their rows of the batch's vectors.
 
@@ -532,7 +585,9 @@ def classify_turns(
         if index not in judged
     }
     search_texts = [turn_search_text(turns[index], time_notes=time_notes) for index in order]
-    inputs = classifier.input_vectors(search_texts, vectors[[row_of[index] for index in order]])
+    inputs = classifier.input_vectors(
+        search_texts, vectors[[row_of[index] for index in order]], memo
+    )
     verdicts = classifier.classify_many([turns[index].text for index in order], inputs)
     analyses.update(
         (index, learned_analysis(turns[index], verdict, time_notes=time_notes, gate=gate))
@@ -629,6 +684,10 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
         if "encoder" not in state:
             state["encoder"] = encoder or await loop.run_in_executor(
                 None, load_encoder, settings.encoder, settings.encoder_threads
+            )
+        if "attributes" not in state:
+            state["attributes"] = attribute_model_for(
+                state["encoder"].name, settings.slot_attributes
             )
         if "classifier" not in state:
             state["classifier"] = classifier_for(settings.classifier, state["encoder"].name)
@@ -734,6 +793,7 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                         _ring(state),
                         time_notes=settings.memory.time_notes,
                         classifier=state["classifier"],
+                        attributes=state["attributes"],
                         policies=book,
                     ),
                 )

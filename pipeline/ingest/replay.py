@@ -43,6 +43,7 @@ from pipeline.ingest.consolidate import PartitionTables, PreparedMessage, topics
 from pipeline.ingest.policies import open_policy_store
 from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared
 from pipeline.ingest.sink import apply_to_view, collection_for
+from pipeline.models.attributes import attribute_model_for
 from pipeline.models.classifier import classifier_for
 from pipeline.models.encoders import Encoder, encoder_dimension, encoder_id, load_encoder
 from pipeline.runtime.kafka import client_kwargs, stop_consumer
@@ -122,6 +123,7 @@ async def reindex_into_prepared(
         await producer.stop()
         raise
     classifier = classifier_for(settings.classifier, encoder.name)
+    attributes = attribute_model_for(encoder.name, settings.slot_attributes)
     revision = recorded.revision if re_extract else recorded.latest_revision
     model = encoder_id(encoder) if revision == 0 else f"{encoder_id(encoder)}.x{revision}"
     target = prepared_topic(settings.topic_prefix, model)
@@ -177,6 +179,7 @@ async def reindex_into_prepared(
                                 ring,
                                 time_notes=settings.memory.time_notes,
                                 classifier=classifier,
+                                attributes=attributes,
                                 policies=book,
                             ),
                         )

@@ -122,6 +122,8 @@ class NamespaceBank:
     _slot_vector_of: dict[str, Vector] = field(default_factory=dict)
     # The names a record's slot gives (``slots.named_values``) -> the records giving them.
     _naming: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    # The single-valued attribute a record's slot gives a value of -> the records giving one.
+    _attributed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     @classmethod
     def load(
@@ -165,6 +167,8 @@ class NamespaceBank:
             if record.slot is not None:
                 for name in named_values(record.slot):
                     self._naming[name].append(record.id)
+                if record.slot.attribute is not None and record.slot.single_valued:
+                    self._attributed[record.slot.attribute].append(record.id)
             if record.provenance:
                 # The creating turn's session (merges may add turns of other sessions later).
                 recent = self._session_recent[record.provenance[0].session_id]
@@ -184,6 +188,8 @@ class NamespaceBank:
             for name in named_values(record.slot):
                 if memory_id in self._naming.get(name, ()):
                     self._naming[name].remove(memory_id)
+            if memory_id in self._attributed.get(record.slot.attribute or "", ()):
+                self._attributed[record.slot.attribute or ""].remove(memory_id)
         for recent in self._session_recent.values():
             if memory_id in recent:
                 recent.remove(memory_id)
@@ -277,6 +283,16 @@ class NamespaceBank:
         current = (
             i
             for i in dict.fromkeys(found)
+            if i in self.records and self.records[i].status in CURRENT_STATUSES
+        )
+        return list(itertools.islice(current, limit))
+
+    def current_giving(self, attribute: str, limit: int) -> list[str]:
+        """Current memories whose slot gives a value of this single-valued ``attribute`` (the
+        attribute model's guess, ``Slot.attribute``), newest stored first."""
+        current = (
+            i
+            for i in reversed(self._attributed.get(attribute, ()))
             if i in self.records and self.records[i].status in CURRENT_STATUSES
         )
         return list(itertools.islice(current, limit))

@@ -80,6 +80,10 @@ class MemoryPolicy:
     # words ("I drink my coffee black" / "Black coffee, no sugar, always"): no value in plain words
     # replaced another (``slots.value_in_words``; English frames only, as ``slot_cosine``).
     restatement_cosine: float = 0.75
+    # The attribute model's guess (``Slot.attribute``) that two statements give values of one
+    # single-valued attribute counts when both are at least this sure (``slots.same_attribute``;
+    # chosen on leave-one-writer-out pairs: training/attributes/RESULTS.md).
+    attribute_probability: float = 0.6
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,9 @@ class Settings:
     # with it: it filters informative chatty turns; training/turn_classifier/RESULTS.md); or
     # ``rules`` alone. Without a model for the encoder the rules decide alone.
     classifier: str = "gated"
+    # The slot-attribute model (pipeline/models/attributes.py) tells which attribute each
+    # statement gives a value of, for updates told in words no rule knows. Off: the rules alone.
+    slot_attributes: bool = True
     batch_size: int = 64
     batch_window_s: float = 0.05
     # Group membership: a killed worker's partitions move after the session timeout (takeover).
@@ -275,6 +282,10 @@ class Settings:
         if "HINDSIGHT_BATCH_WINDOW_S" in source:
             changes["batch_window_s"] = _parse_float(
                 "HINDSIGHT_BATCH_WINDOW_S", source["HINDSIGHT_BATCH_WINDOW_S"]
+            )
+        if "HINDSIGHT_SLOT_ATTRIBUTES" in source:
+            changes["slot_attributes"] = _parse_bool(
+                "HINDSIGHT_SLOT_ATTRIBUTES", source["HINDSIGHT_SLOT_ATTRIBUTES"]
             )
         if "HINDSIGHT_AUTH" in source:
             changes["auth"] = _parse_bool("HINDSIGHT_AUTH", source["HINDSIGHT_AUTH"])
