@@ -19,8 +19,6 @@ to the encoders it was trained on; :func:`attribute_model_for` returns ``None`` 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +34,7 @@ from pipeline.models.encoders import (
     encode_one_at_a_time_once,
     load_encoder_of,
 )
+from pipeline.models.trained_files import load_trained_file
 from schemas.errors import HindsightError
 
 WEIGHTS_DIR = Path(__file__).with_name("weights")
@@ -151,36 +150,11 @@ def _field(manifest: dict[str, Any], name: str, kind: type) -> Any:
     return value
 
 
-def versioned_id(name: str, weights_sha256: str) -> str:
-    """The id recorded with each prepared event: the file's name and its arrays' hash."""
-    return f"{name}-{weights_sha256[:12]}"
-
-
 def load_attribute_model(
     name: str = DEFAULT_ATTRIBUTE_MODEL, directory: Path = WEIGHTS_DIR
 ) -> AttributeModel:
     """Load ``<directory>/<name>.json`` and its arrays; the arrays' hash must match."""
-    manifest_path = directory / f"{name}.json"
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise AttributeFileError(f"{manifest_path}: cannot read the manifest ({error})") from None
-    if not isinstance(manifest, dict):
-        raise AttributeFileError(f"{manifest_path}: the manifest is not a JSON object")
-    arrays_path = directory / _field(manifest, "weights_file", str)
-    try:
-        digest = hashlib.sha256(arrays_path.read_bytes()).hexdigest()
-    except OSError as error:
-        raise AttributeFileError(f"weights_file: cannot read {arrays_path} ({error})") from None
-    if digest != _field(manifest, "weights_sha256", str):
-        raise AttributeFileError(f"weights_sha256: {arrays_path} does not match its manifest")
-    expected = versioned_id(name, digest)
-    if _field(manifest, "model_id", str) != expected:
-        raise AttributeFileError(
-            f"model_id: {manifest_path} holds {manifest['model_id']!r}, expected {expected!r}"
-        )
-    with np.load(arrays_path, allow_pickle=False) as stored:
-        arrays = {key: np.asarray(stored[key], dtype=np.float64) for key in stored.files}
+    manifest, arrays = load_trained_file(name, directory, AttributeFileError)
     return AttributeModel(manifest, arrays)
 
 

@@ -23,8 +23,6 @@ it, and :func:`classifier_for` says so by returning ``None`` (the rules decide i
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import logging
 import re
 import unicodedata
@@ -47,6 +45,7 @@ from pipeline.models.encoders import (
     encode_one_at_a_time_once,
     load_encoder_of,
 )
+from pipeline.models.trained_files import load_trained_file
 from schemas.errors import HindsightError
 from schemas.memory import Kind
 
@@ -195,10 +194,6 @@ class TurnVerdict:
     @property
     def reason(self) -> str:
         return f"learned: {self.label} {self.confidence:.2f} (keep {self.keep_probability:.2f})"
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 class TurnClassifier:
@@ -363,11 +358,6 @@ def _field(manifest: dict[str, Any], name: str, kind: type) -> Any:
     return value
 
 
-def versioned_id(name: str, weights_sha256: str) -> str:
-    """The id recorded with each prepared event: the file's name and its arrays' hash."""
-    return f"{name}-{weights_sha256[:12]}"
-
-
 def load_turn_classifier(
     model_id: str = DEFAULT_MODEL, directory: Path = WEIGHTS_DIR
 ) -> TurnClassifier:
@@ -376,27 +366,7 @@ def load_turn_classifier(
     ``model_id`` names the file; the loaded classifier's :attr:`TurnClassifier.id` adds the
     arrays' hash, so a retrained file is a new id on every event it prepares.
     """
-    manifest_path = directory / f"{model_id}.json"
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ClassifierFileError(f"{manifest_path}: cannot read the manifest ({error})") from None
-    if not isinstance(manifest, dict):
-        raise ClassifierFileError(f"{manifest_path}: the manifest is not a JSON object")
-    arrays_path = directory / _field(manifest, "weights_file", str)
-    try:
-        digest = _sha256(arrays_path)
-    except OSError as error:
-        raise ClassifierFileError(f"weights_file: cannot read {arrays_path} ({error})") from None
-    if digest != _field(manifest, "weights_sha256", str):
-        raise ClassifierFileError(f"weights_sha256: {arrays_path} does not match its manifest")
-    with np.load(arrays_path, allow_pickle=False) as stored:
-        arrays = {name: np.asarray(stored[name], dtype=np.float64) for name in stored.files}
-    expected = versioned_id(model_id, digest)
-    if _field(manifest, "model_id", str) != expected:
-        raise ClassifierFileError(
-            f"model_id: {manifest_path} holds {manifest['model_id']!r}, expected {expected!r}"
-        )
+    manifest, arrays = load_trained_file(model_id, directory, ClassifierFileError)
     return TurnClassifier(manifest, arrays)
 
 

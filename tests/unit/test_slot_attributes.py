@@ -25,9 +25,9 @@ from pipeline.models.attributes import (
     AttributeGuess,
     AttributeModel,
     load_attribute_model,
-    versioned_id,
 )
 from pipeline.models.encoders import VectorMemo, encode_one_at_a_time_once
+from pipeline.models.trained_files import versioned_id
 from pipeline.runtime.settings import MemoryPolicy
 from schemas.memory import HistoryEntry, Kind, MemoryRecord, Region, Slot, SourceTurn
 

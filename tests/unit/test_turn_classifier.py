@@ -26,7 +26,6 @@ from pipeline.models.classifier import (
     gram_features,
     lexical_features,
     load_turn_classifier,
-    versioned_id,
 )
 from pipeline.models.encoders import (
     MODEL_DIMENSIONS,
@@ -34,6 +33,7 @@ from pipeline.models.encoders import (
     EncoderUnavailable,
     load_encoder,
 )
+from pipeline.models.trained_files import versioned_id
 from training.turn_classifier.corpus_stats import LABELS, load_corpus, normalise
 from training.turn_classifier.data import corpus_sha256, embed
 from training.turn_classifier.split import folds_of, in_first_release, split

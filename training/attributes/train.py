@@ -36,13 +36,9 @@ from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from pipeline.memory.rules.extraction import search_text
-from pipeline.models.attributes import (
-    DEFAULT_ATTRIBUTE_MODEL,
-    NONE_LABEL,
-    WEIGHTS_DIR,
-    versioned_id,
-)
+from pipeline.models.attributes import DEFAULT_ATTRIBUTE_MODEL, NONE_LABEL, WEIGHTS_DIR
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
+from pipeline.models.trained_files import versioned_id
 from training.attributes.corpus import CORPUS_DIR, Corpus, Example, load_corpus, split
 from training.turn_classifier.data import (
     ENCODER,

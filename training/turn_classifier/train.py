@@ -42,9 +42,9 @@ from pipeline.models.classifier import (
     LEXICAL_FEATURES,
     WEIGHTS_DIR,
     gram_features,
-    versioned_id,
 )
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
+from pipeline.models.trained_files import versioned_id
 from training.turn_classifier.corpus_stats import LABELS, NON_MEMORY_LABELS, Turn, load_corpus
 from training.turn_classifier.data import (
     ENCODER,

@@ -1,0 +1,63 @@
+"""The files of the models trained here (``weights/<name>.{npz,json}``): read and checked.
+
+A trained model ships as a manifest (``<name>.json``) and its arrays (``<name>.npz``). The
+manifest names the arrays' file and their sha256, and its ``model_id`` is the name plus the
+first 12 hex digits of that hash (:func:`versioned_id`). So a retrained file is a new id on every
+event it prepares, and arrays that do not match their manifest never load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from schemas.errors import HindsightError
+
+Arrays = dict[str, npt.NDArray[np.float64]]
+
+
+def versioned_id(name: str, weights_sha256: str) -> str:
+    """The id recorded with each prepared event: the file's name and its arrays' hash."""
+    return f"{name}-{weights_sha256[:12]}"
+
+
+def _text(manifest: dict[str, Any], name: str, error: type[HindsightError]) -> str:
+    value = manifest.get(name)
+    if not isinstance(value, str):
+        raise error(f"{name}: expected a string in the manifest, got {value!r}")
+    return value
+
+
+def load_trained_file(
+    name: str, directory: Path, error: type[HindsightError]
+) -> tuple[dict[str, Any], Arrays]:
+    """The manifest and the arrays (as float64) of ``<directory>/<name>``, checked: the arrays'
+    hash matches the manifest and the manifest's id is :func:`versioned_id` of both. Failures
+    raise ``error`` naming the field."""
+    manifest_path = directory / f"{name}.json"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as problem:
+        raise error(f"{manifest_path}: cannot read the manifest ({problem})") from None
+    if not isinstance(manifest, dict):
+        raise error(f"{manifest_path}: the manifest is not a JSON object")
+    arrays_path = directory / _text(manifest, "weights_file", error)
+    try:
+        digest = hashlib.sha256(arrays_path.read_bytes()).hexdigest()
+    except OSError as problem:
+        raise error(f"weights_file: cannot read {arrays_path} ({problem})") from None
+    if digest != _text(manifest, "weights_sha256", error):
+        raise error(f"weights_sha256: {arrays_path} does not match its manifest")
+    expected = versioned_id(name, digest)
+    if _text(manifest, "model_id", error) != expected:
+        raise error(
+            f"model_id: {manifest_path} holds {manifest['model_id']!r}, expected {expected!r}"
+        )
+    with np.load(arrays_path, allow_pickle=False) as stored:
+        arrays = {key: np.asarray(stored[key], dtype=np.float64) for key in stored.files}
+    return manifest, arrays
