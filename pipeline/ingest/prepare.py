@@ -355,11 +355,7 @@ def with_slot_vector(
     attribute the statement gives a value of."""
     update: dict[str, Any] = {"vector_b64": encode_vector(frame_vector)}
     if guess is not None:
-        update |= {
-            "attribute": guess.attribute,
-            "attribute_probability": guess.probability,
-            "single_valued": guess.single_valued,
-        }
+        update |= guess.slot_fields()
     return analysis.model_copy(update={"slot": slot.model_copy(update=update)})
 
 

@@ -56,6 +56,14 @@ class AttributeGuess:
     probability: float  # rounded to four digits: all a decision reads, the same in every process
     single_valued: bool  # a new value of it replaces the old one
 
+    def slot_fields(self) -> dict[str, object]:
+        """The guess as the fields of ``schemas.memory.Slot`` that record it."""
+        return {
+            "attribute": self.attribute,
+            "attribute_probability": self.probability,
+            "single_valued": self.single_valued,
+        }
+
 
 class AttributeModel:
     """A loaded attribute file: logits = [vector, second vector] · W + b, softmax over labels."""

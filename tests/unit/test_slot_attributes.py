@@ -152,13 +152,7 @@ def said(
 ) -> Statement:
     slot = slot_of(text)
     if guess is not None:
-        slot = slot.model_copy(
-            update={
-                "attribute": guess.attribute,
-                "attribute_probability": guess.probability,
-                "single_valued": guess.single_valued,
-            }
-        )
+        slot = slot.model_copy(update=guess.slot_fields())
     # The frame as far from the other's as the statement: the frame rule sees no one slot.
     whole = np.array(vector, np.float32)
     return Statement(speaker, kind, region, None, slot, whole, whole, session)
@@ -232,15 +226,7 @@ def test_another_speaker_or_a_past_event_is_never_updated() -> None:
 
 
 def record(memory_id: str, guess: AttributeGuess | None, offset: int) -> MemoryRecord:
-    slot = Slot(frame="…")
-    if guess is not None:
-        slot = slot.model_copy(
-            update={
-                "attribute": guess.attribute,
-                "attribute_probability": guess.probability,
-                "single_valued": guess.single_valued,
-            }
-        )
+    slot = Slot(frame="…", **(guess.slot_fields() if guess is not None else {}))  # type: ignore[arg-type]
     at = T0 + timedelta(minutes=offset)
     return MemoryRecord(
         id=memory_id,

