@@ -61,6 +61,8 @@ from pipeline.recall.scoring import (
     newest_first,
     older_answers,
     relevance,
+    replaced_answers,
+    said_attribute,
     status_at,
     supersede_chain,
     truncate_by_gaps,
@@ -526,6 +528,10 @@ class RecallEngine:
                 if current and not include_history and self.tuning.current_value_drops_older:
                     # The value that held before the newest answer is not offered as current.
                     now = ~older_answers(rel, created, current_margin, cosines)
+                    floor = self.tuning.current_value_attribute_floor
+                    if floor is not None:
+                        said = [said_attribute(view.records[item.memory_id]) for item, _ in kept]
+                        now &= ~replaced_answers(said, floor)
                     kept = [pair for pair, ok in zip(kept, now.tolist(), strict=True) if ok]
                     rel, fresh, scores = rel[now], fresh[now], scores[now]
             return [

@@ -36,7 +36,7 @@ from pipeline.memory.rules.decay import SECONDS_PER_DAY, decay_rate
 from pipeline.recall.ann import ActivationOrder, AnnIndex, ann_available
 from pipeline.recall.entities import EntityIndex
 from pipeline.recall.lexical import BM25Index, search_terms
-from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning, hidden_since
+from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning, hidden_since, speaker_of
 from pipeline.recall.temporal import TimeWindow, time_references
 from schemas.errors import HindsightError
 from schemas.memory import REGIONS, MemoryRecord, Region, Watermark
@@ -424,11 +424,6 @@ class NamespaceView:
         slots = [self.slot_of[memory_id] for memory_id in self.referencing(window)]
         mask[slots] = True
         return mask
-
-
-def speaker_of(record: MemoryRecord) -> str:
-    """Who said the memory: the speaker of its first source turn ("" when unknown)."""
-    return record.provenance[0].speaker if record.provenance else ""
 
 
 def top_k(values: npt.NDArray[np.floating], mask: BoolArray | None, k: int) -> IntArray:

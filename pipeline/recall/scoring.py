@@ -50,6 +50,10 @@ class RecallTuning:
     current_value_margin: float | None = 0.15
     # ... and the older members of that group are left out of the answer (``older_answers``).
     current_value_drops_older: bool = True
+    # ... and so is an answer whose speaker later gave another value of the same single-valued
+    # attribute (``replaced_answers``: the attribute model's guesses recorded in the slots, both
+    # at least this sure; lower than the update rule's, since nothing is superseded); None: off.
+    current_value_attribute_floor: float | None = 0.3
     # Comparable answers (``freshest_of_comparable``): answers within this much of the best
     # relevance whose vectors are at least ``comparable_cosine`` alike to the best one's (two
     # outings, two calls) take the places they hold in the seed formula's order, so the fresher
@@ -267,6 +271,60 @@ def older_answers(
     matches = relevance >= float(relevance.max()) - margin
     older[matches & (created < newest)] = True
     return older
+
+
+@dataclass(frozen=True)
+class SaidAttribute:
+    """Who said a candidate, when, and which attribute the attribute model read it as giving."""
+
+    speaker: str
+    created: float  # epoch seconds
+    attribute: str | None
+    probability: float
+    single_valued: bool
+
+
+def speaker_of(record: MemoryRecord) -> str:
+    """Who said the memory: the speaker of its first source turn ("" when unknown)."""
+    return record.provenance[0].speaker if record.provenance else ""
+
+
+def said_attribute(record: MemoryRecord) -> SaidAttribute:
+    slot = record.slot
+    return SaidAttribute(
+        speaker=speaker_of(record),
+        created=record.created_at.timestamp(),
+        attribute=slot.attribute if slot is not None else None,
+        probability=slot.attribute_probability if slot is not None else 0.0,
+        single_valued=slot.single_valued if slot is not None else False,
+    )
+
+
+def replaced_answers(said: Sequence[SaidAttribute], floor: float) -> npt.NDArray[np.bool_]:
+    """For a current-value query: the candidates whose speaker gave another value of the same
+    single-valued attribute among the candidates later (at least ``REPLACEMENT_GAP_DAYS``).
+
+    "Training for the Chicago marathon" and, weeks later, "Signed up for a triathlon in Krakow"
+    share no word; the update rule needs both read surely as the training goal before it
+    supersedes (0.6), and here they are read so only at 0.34 and 0.83. A current-value question
+    ("What race am I training for at the moment?") asks for the one that holds now, and leaving
+    the older out of that answer changes no memory, so a lower ``floor`` is enough. A candidate
+    is replaced only by one that is itself in the candidates: something the question found.
+    """
+    replaced = np.zeros(len(said), dtype=np.bool_)
+    gap = REPLACEMENT_GAP_DAYS * SECONDS_PER_DAY
+    sure = [s.attribute is not None and s.single_valued and s.probability >= floor for s in said]
+    for i, older in enumerate(said):
+        if not sure[i]:
+            continue
+        replaced[i] = any(
+            sure[j]
+            and newer.attribute == older.attribute
+            and newer.speaker == older.speaker
+            and newer.created >= older.created + gap
+            for j, newer in enumerate(said)
+        )
+    return replaced
 
 
 def comparable_answers(

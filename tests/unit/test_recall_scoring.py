@@ -6,6 +6,7 @@ from recall_support import AT, history, make_record
 
 from pipeline.memory.rules.decay import freshness
 from pipeline.recall.scoring import (
+    SaidAttribute,
     activation_at,
     answer_group,
     comparable_answers,
@@ -14,6 +15,7 @@ from pipeline.recall.scoring import (
     newest_first,
     older_answers,
     relevance,
+    replaced_answers,
     score_weights,
     status_at,
     supersede_chain,
@@ -240,3 +242,51 @@ def test_the_fresher_comparable_answer_takes_the_first_place() -> None:
     # A group of one changes nothing.
     single = np.array([True, False, False, False])
     assert freshest_of_comparable(scores, seed, single).tolist() == scores.tolist()
+
+
+# -- answers a later value of the same attribute replaced -----------------------------------------
+
+DAY_S = 86_400.0
+
+
+def said_as(
+    attribute: str | None, probability: float, day: float, **changes: object
+) -> SaidAttribute:
+    fields: dict[str, object] = {
+        "speaker": "ana",
+        "created": day * DAY_S,
+        "attribute": attribute,
+        "probability": probability,
+        "single_valued": True,
+    }
+    return SaidAttribute(**(fields | changes))  # type: ignore[arg-type]
+
+
+def test_an_answer_a_later_value_of_its_attribute_replaced_is_left_out() -> None:
+    said = [
+        said_as("training_goal", 0.34, 0),  # "Training for the Chicago marathon"
+        said_as("training_goal", 0.39, 10),  # "Still all in on the Chicago marathon"
+        said_as("training_goal", 0.83, 30),  # "Signed up for a triathlon in Krakow"
+        said_as("commute", 0.9, 5),
+    ]
+    assert replaced_answers(said, 0.3).tolist() == [True, True, False, False]
+    assert replaced_answers(said, 0.35).tolist() == [False, True, False, False]
+
+
+@pytest.mark.parametrize(
+    ("newer", "why"),
+    [
+        (said_as("training_goal", 0.9, 0.5), "the same sitting"),
+        (said_as("training_goal", 0.9, 30, speaker="bo"), "someone else"),
+        (said_as("training_goal", 0.9, 30, single_valued=False), "values that add up"),
+        (said_as("race_result", 0.9, 30), "another attribute"),
+        (said_as(None, 0.0, 30), "no guess"),
+    ],
+)
+def test_only_the_same_speakers_later_value_of_one_attribute_replaces(
+    newer: SaidAttribute, why: str
+) -> None:
+    assert replaced_answers([said_as("training_goal", 0.6, 0), newer], 0.3).tolist() == [
+        False,
+        False,
+    ], why

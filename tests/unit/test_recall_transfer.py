@@ -10,7 +10,7 @@ from recall_support import AT, HashingEncoder, said
 
 from pipeline.recall import HotIndex, RecallEngine
 from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning
-from schemas.memory import MemoryRecord
+from schemas.memory import MemoryRecord, Slot
 
 ENCODER = HashingEncoder()
 
@@ -55,6 +55,38 @@ def test_without_the_rule_the_older_closer_match_wins() -> None:
     assert ids(engine(INSTRUMENTS, off), QUESTION)[0] == "guitar"
     # A question that is not about the current value keeps the closer match first.
     assert ids(engine(INSTRUMENTS), "What am I learning to play?")[0] == "guitar"
+
+
+def goal(memory_id: str, content: str, days_ago: float, probability: float) -> MemoryRecord:
+    slot = Slot(
+        frame=content,
+        attribute="training_goal",
+        attribute_probability=probability,
+        single_valued=True,
+    )
+    return said(memory_id, content, days_ago=days_ago, slot=slot)
+
+
+RACES = [
+    goal("chicago", "Training for the Chicago marathon, long runs on Sundays", 60, 0.34),
+    goal("still", "Still all in on the Chicago marathon, the big goal this year", 40, 0.39),
+    goal("krakow", "Signed up for a triathlon in Krakow, swim lessons started", 10, 0.83),
+]
+
+
+def test_a_current_value_question_leaves_out_what_a_later_value_of_its_attribute_replaced() -> None:
+    # The new value shares no word with the question or the old one: only the recorded attribute
+    # says the three give one training goal.
+    question = "Which race am I training for at the moment?"
+    assert ids(engine(RACES), question) == ["krakow"]
+    off = dataclasses.replace(DEFAULT_TUNING, current_value_attribute_floor=None)
+    assert ids(engine(RACES, off), question)[0] != "krakow"
+    # Not a current-value question, or asked with history: nothing is left out.
+    assert set(ids(engine(RACES), "Which race was I training for?")) == {
+        "chicago",
+        "still",
+        "krakow",
+    }
 
 
 def test_as_of_a_past_moment_the_newest_is_what_was_newest_then() -> None:
