@@ -38,7 +38,7 @@ from pipeline.models.trained_files import load_trained_file
 from schemas.errors import HindsightError
 
 WEIGHTS_DIR = Path(__file__).with_name("weights")
-DEFAULT_ATTRIBUTE_MODEL = "slot-attributes-v1"
+DEFAULT_ATTRIBUTE_MODEL = "slot-attributes-v2"
 NONE_LABEL = "none"  # statements that give no lasting value of any attribute
 
 Array = npt.NDArray[np.float64]
