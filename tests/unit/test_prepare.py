@@ -499,15 +499,22 @@ def test_gated_the_model_filters_short_plain_turns_the_rules_would_keep() -> Non
     assert (kept.analysis.kind, kept.analysis.reason) == ("fact", "default: fact")
 
 
-def test_gated_the_model_never_overrides_a_rule_pattern_nor_keeps_what_the_rules_filter() -> None:
-    preference, hello = "I prefer tea", "hello"
+def test_gated_a_pattern_keeps_its_kind_but_not_a_turn_the_model_is_sure_is_chatter() -> None:
+    # A kind pattern fires on each ("I prefer", "I love"); the model never keeps what the rules
+    # filter ("hello").
+    preference, cheer, hello = "I prefer tea", "I love that for you!", "hello"
     log = Log()
     batch = prepare_gated(
-        labelled(thanks=preference, fact=hello), log.turn(preference), log.turn(hello)
+        labelled(fact=preference, small_talk=cheer, fact_2=hello),
+        log.turn(preference),
+        log.turn(cheer),
+        log.turn(hello),
     )
 
-    kept, filtered = [p.analysis for _, p in batch.prepared]
+    kept, cheered, filtered = [p.analysis for _, p in batch.prepared]
     assert kept is not None and kept.remember and kept.kind == "preference"
+    assert cheered is not None and not cheered.remember
+    assert cheered.reason.startswith("small talk, short (learned: small_talk")
     assert filtered is not None and not filtered.remember and filtered.reason == "small talk"
 
 
