@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.ingest.prepare import GATE_MAX_WORDS, gated_classification, learned_classification
+from pipeline.ingest.prepare import (
+    GATE_LONG_WORDS,
+    GATE_MAX_WORDS,
+    gated_classification,
+    learned_classification,
+)
 from pipeline.memory.rules.classify import classify
 from pipeline.models.classifier import TurnVerdict
 from training.turn_classifier.gate_report import (
@@ -17,6 +22,7 @@ from training.turn_classifier.gate_report import (
 )
 
 SHORT = "lovely weather out there isn't it"
+CHATTY = "the weather has been so strange this week, sunny one minute then hail"  # 13 words
 LONG = "hey, long time no see! how have you been, by the way my sister moved to Lisbon in May"
 
 
@@ -37,7 +43,7 @@ def judged(text: str, keep: float) -> Judged:
     [
         (0, "0-10"),
         (GATE_MAX_WORDS, "0-10"),
-        (GATE_MAX_WORDS + 1, "11-15"),
+        (GATE_MAX_WORDS + 1, f"11-{GATE_LONG_WORDS}"),
         (30, "21-30"),
         (51, "51+"),
     ],
@@ -55,8 +61,12 @@ def test_a_negative_length_has_no_band() -> None:
 
 
 def test_why_the_gate_kept_a_turn() -> None:
-    assert classify(LONG).remember and classify(SHORT).remember
+    assert classify(LONG).remember and classify(SHORT).remember and classify(CHATTY).remember
     assert miss_reason(LONG, verdict(0.01), classify(LONG)) == "longer than the gate judges"
+    assert (
+        miss_reason(CHATTY, verdict(0.01), classify(CHATTY))
+        == "small talk longer than the gate filters"
+    )
     assert miss_reason(SHORT, verdict(0.9), classify(SHORT)) == "the model keeps it"
     assert (
         miss_reason(SHORT, verdict(0.40), classify(SHORT))

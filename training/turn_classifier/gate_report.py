@@ -32,6 +32,7 @@ import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
 from pipeline.ingest.prepare import (
+    GATE_LONG_WORDS,
     GATE_MAX_WORDS,
     gated_classification,
     learned_classification,
@@ -49,8 +50,8 @@ from training.turn_classifier.split import split
 # Word-count bands for the LoCoMo counts: the gate's own bound first.
 BANDS: tuple[tuple[int, int], ...] = (
     (0, GATE_MAX_WORDS),
-    (GATE_MAX_WORDS + 1, 15),
-    (16, 20),
+    (GATE_MAX_WORDS + 1, GATE_LONG_WORDS),
+    (GATE_LONG_WORDS + 1, 20),
     (21, 30),
     (31, 50),
     (51, 10_000),
@@ -67,10 +68,13 @@ def band_of(words: int) -> str:
 
 def miss_reason(text: str, verdict: TurnVerdict, rules: Classification) -> str:
     """Why the gate keeps a turn (one it judged with ``verdict``), in the order it decides."""
-    if rules.remember and word_count(text) > GATE_MAX_WORDS:
+    words = word_count(text)
+    if rules.remember and words > GATE_LONG_WORDS:
         return "longer than the gate judges"
     if verdict.remember:
         return "the model keeps it"
+    if words > GATE_MAX_WORDS and verdict.label == "small_talk":
+        return "small talk longer than the gate filters"
     return "the model filters it, over the gate's bound"
 
 
