@@ -57,8 +57,11 @@ DEFAULT_MODEL = "turn-classifier-v5"
 
 Array = npt.NDArray[np.float64]
 ClassifierMode = Literal["learned", "gate"]
-# The id of the gate names the rules first: they decide, the model only filters.
-GATE_PREFIX = "rules-v1+gate:"
+# The id of the gate names the rules first: they decide, the model only filters. The gate's own
+# version follows, so that a prepared event says which of its rules (``prepare.GATE_*``) judged
+# it: "gate-v2" since 2026-12-03 (bound 0.19, over the rules' kind patterns too, near-certain
+# requests, greetings and thanks of 11-15 words); events prepared before say "rules-v1+gate:".
+GATE_PREFIX = "rules-v1+gate-v2:"
 
 # The corpus' labels and the memory kind each becomes. The five non-memory labels are never
 # remembered; they keep the chit-chat kind (and its importance) on the analysis.

@@ -491,7 +491,7 @@ def test_gated_the_model_filters_short_plain_turns_the_rules_would_keep() -> Non
     )
 
     gated, kept = [p for _, p in batch.prepared]
-    assert gated.models.classifier == "rules-v1+gate:tiny-classifier-test"
+    assert gated.models.classifier == "rules-v1+gate-v2:tiny-classifier-test"
     assert gated.analysis is not None and not gated.analysis.remember
     assert gated.analysis.reason.startswith("small talk, short (learned: small_talk")
     # Long enough to carry a fact inside the chatter: the rules decide.
@@ -499,15 +499,22 @@ def test_gated_the_model_filters_short_plain_turns_the_rules_would_keep() -> Non
     assert (kept.analysis.kind, kept.analysis.reason) == ("fact", "default: fact")
 
 
-def test_gated_the_model_never_overrides_a_rule_pattern_nor_keeps_what_the_rules_filter() -> None:
-    preference, hello = "I prefer tea", "hello"
+def test_gated_a_pattern_keeps_its_kind_but_not_a_turn_the_model_is_sure_is_chatter() -> None:
+    # A kind pattern fires on each ("I prefer", "I love"); the model never keeps what the rules
+    # filter ("hello").
+    preference, cheer, hello = "I prefer tea", "I love that for you!", "hello"
     log = Log()
     batch = prepare_gated(
-        labelled(thanks=preference, fact=hello), log.turn(preference), log.turn(hello)
+        labelled(fact=preference, small_talk=cheer, fact_2=hello),
+        log.turn(preference),
+        log.turn(cheer),
+        log.turn(hello),
     )
 
-    kept, filtered = [p.analysis for _, p in batch.prepared]
+    kept, cheered, filtered = [p.analysis for _, p in batch.prepared]
     assert kept is not None and kept.remember and kept.kind == "preference"
+    assert cheered is not None and not cheered.remember
+    assert cheered.reason.startswith("small talk, short (learned: small_talk")
     assert filtered is not None and not filtered.remember and filtered.reason == "small talk"
 
 
@@ -565,8 +572,8 @@ def test_gated_the_longer_a_turn_the_surer_the_model_must_be_to_filter_it() -> N
 
 
 def test_gated_a_turn_longer_than_the_gate_is_judged_only_if_it_could_be_an_echo() -> None:
-    long = "my sister moved to Lisbon in May and she loves the food there a lot"
-    echo = "ok ok thanks for the reminder about the parent teacher meeting at school"
+    long = "my sister moved to Lisbon in May and she loves the food and the people there a lot"
+    echo = "ok ok thanks so much for the reminder about the parent teacher meeting at the school"
     log = Log()
     batch = prepare_gated(
         labelled(small_talk=long, small_talk_2=echo), log.turn(long), log.turn(echo)
@@ -577,6 +584,26 @@ def test_gated_a_turn_longer_than_the_gate_is_judged_only_if_it_could_be_an_echo
     # Too long to be filtered; its keep probability is what the echo rule reads.
     assert acknowledgement is not None and acknowledgement.remember
     assert acknowledgement.keep_probability is not None and acknowledgement.keep_probability < 0.5
+
+
+def test_gated_a_longer_turn_is_filtered_only_when_the_model_is_sure_it_is_not_small_talk() -> None:
+    request = "is there a way to make my tests stop at the first failure please"  # 14 words
+    chatter = "the weather has been so strange this week, sunny one minute then hail"  # 13
+    longest = "could you tell me if there is a way to make my test runner stop at the first failure"
+    log = Log()
+    batch = prepare_gated(
+        labelled(question=request, small_talk=chatter, question_2=longest),
+        log.turn(request),
+        log.turn(chatter),
+        log.turn(longest),
+    )
+
+    filtered, small_talk, too_long = [p.analysis for _, p in batch.prepared]
+    assert filtered is not None and not filtered.remember
+    assert filtered.reason.startswith("not small talk, longer (learned: question")
+    # Long small talk is where friends tell their news: the rules keep it.
+    assert small_talk is not None and small_talk.remember and small_talk.reason == "default: fact"
+    assert too_long is not None and too_long.remember and too_long.keep_probability is None
 
 
 def test_gated_a_long_turn_the_model_calls_a_preference_stays_the_rules_fact() -> None:
