@@ -697,6 +697,18 @@ export interface components {
             amount_moved: boolean;
             /** Vector B64 */
             vector_b64?: string | null;
+            /** Attribute */
+            attribute?: string | null;
+            /**
+             * Attribute Probability
+             * @default 0
+             */
+            attribute_probability: number;
+            /**
+             * Single Valued
+             * @default false
+             */
+            single_valued: boolean;
         };
         /**
          * SourceTurn

@@ -20,6 +20,11 @@ import java.util.List;
  * @param corrects says what was told before was wrong ("my bad")
  * @param amountMoved a number right after words that say it moved ("up to")
  * @param vectorB64 the frame's embedding (float32 little-endian, base64), or {@code null}
+ * @param attribute the attribute the slot-attribute model reads the statement as giving a value
+ *     of ({@code none}: none), or {@code null} when the model did not read it
+ * @param attributeProbability how sure the model is of that attribute
+ * @param singleValued whether a person holds one value of that attribute at a time, so a new
+ *     value replaces the old one
  */
 public record Slot(
         String frame,
@@ -35,4 +40,7 @@ public record Slot(
         boolean ends,
         boolean corrects,
         boolean amountMoved,
-        String vectorB64) {}
+        String vectorB64,
+        String attribute,
+        double attributeProbability,
+        boolean singleValued) {}
