@@ -251,11 +251,24 @@ def tail_file(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+# A group and a transactional id nobody uses: asking for their coordinators makes the broker
+# create its offsets and transaction-state topics and elect their leaders before anyone joins.
+READINESS_KEY = "hindsight-readiness-probe"
+
+
 async def _count_live_brokers(
-    bootstrap: str, timeout_s: float, kwargs: Mapping[str, Any] | None = None
+    bootstrap: str,
+    timeout_s: float,
+    kwargs: Mapping[str, Any] | None = None,
+    coordinators: bool = False,
 ) -> int:
-    """Brokers listed in a real Metadata response; KRaft lists a broker only once it is unfenced."""
+    """Brokers listed in a real Metadata response; KRaft lists a broker only once it is unfenced.
+
+    With ``coordinators``, 0 until the group and transaction coordinators answer too: a fresh
+    broker creates their internal topics on first request, and a worker that asked first would
+    log GroupCoordinatorNotAvailable as an error while it waited (seen on a loaded machine)."""
     from aiokafka.admin import AIOKafkaAdminClient  # local import: only probes need aiokafka
+    from aiokafka.errors import KafkaError
 
     ms = max(1000, int(timeout_s * 1000))
     admin = AIOKafkaAdminClient(
@@ -264,6 +277,12 @@ async def _count_live_brokers(
     try:
         await asyncio.wait_for(admin.start(), timeout_s)
         cluster: dict[str, Any] = await asyncio.wait_for(admin.describe_cluster(), timeout_s)
+        if coordinators:
+            try:
+                for kind in (0, 1):  # the group coordinator, then the transaction coordinator
+                    await asyncio.wait_for(admin.find_coordinator(READINESS_KEY, kind), timeout_s)
+            except KafkaError:
+                return 0
         return len(cluster.get("brokers", []))
     finally:
         with contextlib.suppress(Exception):
@@ -283,13 +302,17 @@ def accepts_tcp(bootstrap: str) -> bool:
 
 
 def probe_live_brokers(
-    bootstrap: str, timeout_s: float = 3.0, kwargs: Mapping[str, Any] | None = None
+    bootstrap: str,
+    timeout_s: float = 3.0,
+    kwargs: Mapping[str, Any] | None = None,
+    coordinators: bool = False,
 ) -> int:
     """Synchronous probe, safe to call from inside a running event loop (it uses its own thread)."""
     if not accepts_tcp(bootstrap):
         return 0
+    probe = _count_live_brokers(bootstrap, timeout_s, kwargs, coordinators)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, _count_live_brokers(bootstrap, timeout_s, kwargs)).result()
+        return pool.submit(asyncio.run, probe).result()
 
 
 class _Node:
@@ -466,10 +489,10 @@ def _wait_ready(nodes: Sequence[_Node], expected: int, timeout_s: float) -> None
                     f"{node.log_tail()}"
                 )
         try:
-            live = probe_live_brokers(bootstrap, timeout_s=3.0, kwargs=kwargs)
+            live = probe_live_brokers(bootstrap, timeout_s=3.0, kwargs=kwargs, coordinators=True)
             if live >= expected:
                 return
-            last_error = f"{live} of {expected} brokers live"
+            last_error = f"{live} of {expected} brokers live with their coordinators"
         except Exception as exc:  # any failure just means "not ready yet"
             last_error = f"{type(exc).__name__}: {exc}"
         if time.monotonic() >= deadline:
