@@ -154,6 +154,17 @@ IDEAS: tuple[Idea, ...] = (
         tuple((f"{x:g}", _hop(list_focus_factor=x)) for x in (1.0, 0.85, 0.5)),
     ),
     Idea(
+        "context",
+        "a memory read in its conversation: its dense evidence is the better of its own cosine "
+        "and share x the cosine of its vector + 0.5 x the previous turn's + 0.3 x the next's",
+        tuple((f"{x:g}", _hop(context_share=x)) for x in (0.0, 0.95, 1.0)),
+    ),
+    Idea(
+        "context_after",
+        "with the context reading on: the weight of the next turn's vector",
+        tuple((f"{x:g}", _hop(context_after=x)) for x in (0.3, 0.0, 0.5)),
+    ),
+    Idea(
         "current_value",
         "a 'now / still / 现在' query: the newest answer within this relevance margin first",
         (

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.recall.conversation import ContextReading
+
 FloatArray = npt.NDArray[np.floating]
 
 
@@ -150,6 +152,21 @@ class HopTuning:
     # much more (on top of the focus factor). Every item of "What are Joanna's hobbies?" is
     # Joanna's; the other speaker's own hobbies match its words as well. 1 turns it off.
     list_focus_factor: float = 1.0
+    # A memory read in its conversation (``conversation``): its dense evidence is the better
+    # of its own cosine and this share × the cosine of its vector plus ``context_before`` ×
+    # the previous turn's and ``context_after`` × the next one's (same session). "I also like
+    # holding them" answers "What does Nate do with his turtles?" only next to the turtles of
+    # the turn before. 0 turns it off.
+    context_share: float = 0.0
+    context_before: float = 0.5
+    context_after: float = 0.3
+
+    @property
+    def context(self) -> ContextReading | None:
+        """How the main search reads memories in context (None: by their own vectors)."""
+        if self.context_share <= 0.0:
+            return None
+        return ContextReading(self.context_share, self.context_before, self.context_after)
 
 
 DEFAULT_HOPS = HopTuning()

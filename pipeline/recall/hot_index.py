@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from pipeline.memory.rules.decay import SECONDS_PER_DAY, decay_rate
 from pipeline.recall.ann import ActivationOrder, AnnIndex, ann_available
+from pipeline.recall.conversation import ContextReading, read_in_context, session_neighbours
 from pipeline.recall.entities import EntityIndex
 from pipeline.recall.lexical import BM25Index, search_terms
 from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning, hidden_since
@@ -90,6 +91,10 @@ class NamespaceView:
         self.activation_base = np.full(capacity, -np.inf, dtype=np.float64)
         self.activation_rate = np.zeros(capacity, dtype=np.float64)  # λ per second
         self.hidden_since = np.full(capacity, _NEVER, dtype=np.float64)
+        # Which session a row was said in (a code per session id): its neighbours in the
+        # conversation are the rows of the same session next to it in time.
+        self.session = np.zeros(capacity, dtype=np.int64)
+        self._session_codes: dict[str, int] = {}
         self.bm25 = BM25Index()
         self.entities = EntityIndex()
         # (created epoch, id), sorted: temporal windows are two bisects.
@@ -115,6 +120,7 @@ class NamespaceView:
             "activation_base",
             "activation_rate",
             "hidden_since",
+            "session",
         ]
 
     def _grow(self) -> None:
@@ -173,6 +179,8 @@ class NamespaceView:
         self.activation_rate[slot] = rate
         hidden = hidden_since(record)
         self.hidden_since[slot] = hidden.timestamp() if hidden is not None else _NEVER
+        session = session_of(record)
+        self.session[slot] = self._session_codes.setdefault(session, len(self._session_codes))
         if self.by_activation is not None:
             self.by_activation.set(record.id, rate, float(self.activation_base[slot]))
         # Status and activation updates are the common case: re-index text only when it changed.
@@ -431,6 +439,11 @@ def speaker_of(record: MemoryRecord) -> str:
     return record.provenance[0].speaker if record.provenance else ""
 
 
+def session_of(record: MemoryRecord) -> str:
+    """The session the memory was said in: that of its first source turn ("" when unknown)."""
+    return record.provenance[0].session_id if record.provenance else ""
+
+
 def top_k(values: npt.NDArray[np.floating], mask: BoolArray | None, k: int) -> IntArray:
     """Slots of the ``k`` largest values where ``mask`` holds, best first (ties: lower slot)."""
     if mask is not None:
@@ -544,6 +557,7 @@ class NamespaceSearch:
         regions: Collection[Region] | None = None,
         exact: bool = False,
         window_references: bool = False,
+        context: ContextReading | None = None,
     ) -> None:
         if view.dimension is not None and query.shape[0] != view.dimension:
             raise HotIndexError(
@@ -557,6 +571,9 @@ class NamespaceSearch:
             at.timestamp(), include_history, window_references=window_references
         ).narrowed(regions)
         self.approximate = view.ann is not None and not exact
+        # Exact scans read every row in its conversation (``conversation``); the graphs of an
+        # approximate search hold the rows' own vectors, so there it has no effect.
+        self.context = context
         self._similarities: FloatArray | None = None
         self._log_activations: DoubleArray | None = None
         self._masks: dict[RowFilter, BoolArray] = {}
@@ -637,8 +654,25 @@ class NamespaceSearch:
 
     def _exact_similarities(self) -> FloatArray:
         if self._similarities is None:
-            self._similarities = self.view.similarities(self.query)
+            own = self.view.similarities(self.query)
+            self._similarities = own if self.context is None else self._in_context(own)
         return self._similarities
+
+    def _in_context(self, own: FloatArray) -> FloatArray:
+        """Each row's dense evidence: the better of its own cosine and the context share of
+        its cosine read with its neighbours (``conversation.read_in_context``)."""
+        assert self.context is not None
+        view, size = self.view, self.view.size
+        # Only memories current at ``at`` lend their words: nothing forgotten, superseded or
+        # said later is read into a neighbour.
+        present = RowFilter(self.base.at, include_history=False).mask(view)
+        before, after = session_neighbours(view.session[:size], view.created[:size], present)
+        rows = read_in_context(
+            view.matrix[:size], before, after, self.context.before, self.context.after
+        )
+        in_context = self.context.share * (rows @ self.query.astype(np.float64))
+        result: FloatArray = np.maximum(own, in_context).astype(own.dtype)
+        return result
 
     def _mask(self, where: RowFilter) -> BoolArray:
         mask = self._masks.get(where)
