@@ -55,21 +55,66 @@ def session_neighbours(
     return before, after
 
 
-def read_in_context(
-    rows: FloatArray,
-    before: IntArray,
-    after: IntArray,
-    before_weight: float,
-    after_weight: float,
+@dataclass(frozen=True)
+class Neighbourhood:
+    """Each row's neighbours (``session_neighbours``) and the dot products among the three
+    vectors, which do not depend on the query: the view computes them once per layout."""
+
+    before: IntArray
+    after: IntArray
+    own: npt.NDArray[np.float64]  # |row|²
+    before_norm: npt.NDArray[np.float64]  # |previous row|² (0 without one)
+    after_norm: npt.NDArray[np.float64]  # |next row|² (0 without one)
+    to_before: npt.NDArray[np.float64]  # row · previous row
+    to_after: npt.NDArray[np.float64]  # row · next row
+    between: npt.NDArray[np.float64]  # previous row · next row
+
+
+def neighbourhood(
+    rows: FloatArray, before: IntArray, after: IntArray, chunk: int = 4096
+) -> Neighbourhood:
+    """The dot products of every row with its neighbours, ``chunk`` rows at a time (a large
+    namespace never holds a second copy of its matrix)."""
+    count = int(before.shape[0])
+    has_before, has_after = before >= 0, after >= 0
+    prev, nxt = np.maximum(before, 0), np.maximum(after, 0)
+    columns = [np.zeros(count, dtype=np.float64) for _ in range(6)]
+    own, before_norm, after_norm, to_before, to_after, between = columns
+    for start in range(0, count, chunk):
+        part = slice(start, start + chunk)
+        row = np.asarray(rows[part], dtype=np.float64)
+        row_before = np.asarray(rows[prev[part]], dtype=np.float64) * has_before[part, None]
+        row_after = np.asarray(rows[nxt[part]], dtype=np.float64) * has_after[part, None]
+        own[part] = np.einsum("ij,ij->i", row, row)
+        before_norm[part] = np.einsum("ij,ij->i", row_before, row_before)
+        after_norm[part] = np.einsum("ij,ij->i", row_after, row_after)
+        to_before[part] = np.einsum("ij,ij->i", row, row_before)
+        to_after[part] = np.einsum("ij,ij->i", row, row_after)
+        between[part] = np.einsum("ij,ij->i", row_before, row_after)
+    return Neighbourhood(before, after, own, before_norm, after_norm, to_before, to_after, between)
+
+
+def in_context_cosines(
+    similarities: FloatArray, hood: Neighbourhood, before_weight: float, after_weight: float
 ) -> npt.NDArray[np.float64]:
-    """Unit vectors of ``row + before_weight × previous row + after_weight × next row`` (a
-    missing neighbour adds nothing; a row that sums to zero stays zero)."""
-    own = np.asarray(rows, dtype=np.float64)
-    joint = own.copy()
-    has_before = before >= 0
-    joint[has_before] += before_weight * own[before[has_before]]
-    has_after = after >= 0
-    joint[has_after] += after_weight * own[after[has_after]]
-    norms = np.linalg.norm(joint, axis=1, keepdims=True)
-    result: npt.NDArray[np.float64] = joint / np.where(norms > 0, norms, 1.0)
+    """Each row's cosine with the query when read with its neighbours: the cosine of
+    ``row + before_weight × previous row + after_weight × next row`` (a missing neighbour adds
+    nothing), from every row's dot product with the query (``similarities``) and the
+    neighbourhood's dot products. A joint vector of norm zero has cosine zero.
+    """
+    sims = np.asarray(similarities, dtype=np.float64)
+    wb = np.where(hood.before >= 0, before_weight, 0.0)
+    wa = np.where(hood.after >= 0, after_weight, 0.0)
+    numerator = sims + wb * sims[np.maximum(hood.before, 0)] + wa * sims[np.maximum(hood.after, 0)]
+    squared = (
+        hood.own
+        + wb * wb * hood.before_norm
+        + wa * wa * hood.after_norm
+        + 2.0 * wb * hood.to_before
+        + 2.0 * wa * hood.to_after
+        + 2.0 * wb * wa * hood.between
+    )
+    norm = np.sqrt(np.maximum(squared, 0.0))
+    safe = np.where(norm > 1e-9, norm, 1.0)
+    result: npt.NDArray[np.float64] = np.where(norm > 1e-9, numerator / safe, 0.0)
     return result

@@ -34,7 +34,13 @@ import numpy.typing as npt
 
 from pipeline.memory.rules.decay import SECONDS_PER_DAY, decay_rate
 from pipeline.recall.ann import ActivationOrder, AnnIndex, ann_available
-from pipeline.recall.conversation import ContextReading, read_in_context, session_neighbours
+from pipeline.recall.conversation import (
+    ContextReading,
+    Neighbourhood,
+    in_context_cosines,
+    neighbourhood,
+    session_neighbours,
+)
 from pipeline.recall.entities import EntityIndex
 from pipeline.recall.lexical import BM25Index, search_terms
 from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning, hidden_since
@@ -95,6 +101,10 @@ class NamespaceView:
         # conversation are the rows of the same session next to it in time.
         self.session = np.zeros(capacity, dtype=np.int64)
         self._session_codes: dict[str, int] = {}
+        # Bumped when a row is added or removed or its vector, time or session changes: the
+        # cached neighbourhood (``neighbourhood``) is then computed again.
+        self._layout = 0
+        self._neighbourhood: tuple[tuple[int, bytes], Neighbourhood] | None = None
         self.bm25 = BM25Index()
         self.entities = EntityIndex()
         # (created epoch, id), sorted: temporal windows are two bisects.
@@ -168,8 +178,12 @@ class NamespaceView:
             row = vector if vector is not None else np.zeros(self.dimension, dtype=np.float32)
             if self.ann is not None:
                 self._regraph(slot, row, REGION_CODE[record.region], added)
+            if not added and not np.array_equal(self.matrix[slot], row):
+                self._layout += 1
             self.matrix[slot] = row
         self.region[slot] = REGION_CODE[record.region]
+        if added or previous is None or previous.created_at != record.created_at:
+            self._layout += 1
         self.created[slot] = record.created_at.timestamp()
         self.importance[slot] = record.importance
         rate = decay_rate(record.base_importance) / SECONDS_PER_DAY
@@ -179,8 +193,10 @@ class NamespaceView:
         self.activation_rate[slot] = rate
         hidden = hidden_since(record)
         self.hidden_since[slot] = hidden.timestamp() if hidden is not None else _NEVER
-        session = session_of(record)
-        self.session[slot] = self._session_codes.setdefault(session, len(self._session_codes))
+        session = self._session_codes.setdefault(session_of(record), len(self._session_codes))
+        if session != self.session[slot]:
+            self._layout += 1
+        self.session[slot] = session
         if self.by_activation is not None:
             self.by_activation.set(record.id, rate, float(self.activation_base[slot]))
         # Status and activation updates are the common case: re-index text only when it changed.
@@ -315,6 +331,7 @@ class NamespaceView:
         self.bm25.remove(memory_id)
         self.entities.remove(memory_id)
         self._untime(record)
+        self._layout += 1
         self._rescale()
         return record
 
@@ -422,6 +439,20 @@ class NamespaceView:
         return {
             memory_id for _, ref_end, memory_id in self._by_reference[low:high] if ref_end > start
         }
+
+    def neighbourhood(self, at: float) -> Neighbourhood:
+        """Each row's neighbours in its session among the memories current at ``at`` (nothing
+        forgotten, superseded or said later), with their dot products; cached until the layout
+        or that set of memories changes."""
+        present = RowFilter(at, include_history=False).mask(self)
+        key = (self._layout, present.tobytes())
+        if self._neighbourhood is not None and self._neighbourhood[0] == key:
+            return self._neighbourhood[1]
+        size = self.size
+        before, after = session_neighbours(self.session[:size], self.created[:size], present)
+        hood = neighbourhood(self.matrix[:size], before, after)
+        self._neighbourhood = (key, hood)
+        return hood
 
     def names_a_time(self, memory_id: str) -> bool:
         """True when the memory's own words name a time ("yesterday", "in May 2023")."""
@@ -660,17 +691,12 @@ class NamespaceSearch:
 
     def _in_context(self, own: FloatArray) -> FloatArray:
         """Each row's dense evidence: the better of its own cosine and the context share of
-        its cosine read with its neighbours (``conversation.read_in_context``)."""
+        its cosine read with its neighbours (``conversation.in_context_cosines``)."""
         assert self.context is not None
-        view, size = self.view, self.view.size
-        # Only memories current at ``at`` lend their words: nothing forgotten, superseded or
-        # said later is read into a neighbour.
-        present = RowFilter(self.base.at, include_history=False).mask(view)
-        before, after = session_neighbours(view.session[:size], view.created[:size], present)
-        rows = read_in_context(
-            view.matrix[:size], before, after, self.context.before, self.context.after
+        hood = self.view.neighbourhood(self.base.at)
+        in_context = self.context.share * in_context_cosines(
+            own, hood, self.context.before, self.context.after
         )
-        in_context = self.context.share * (rows @ self.query.astype(np.float64))
         result: FloatArray = np.maximum(own, in_context).astype(own.dtype)
         return result
 

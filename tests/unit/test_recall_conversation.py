@@ -5,7 +5,7 @@ import numpy as np
 from recall_support import AT, HashingEncoder, history, make_record
 
 from pipeline.recall import HotIndex, RecallEngine
-from pipeline.recall.conversation import read_in_context, session_neighbours
+from pipeline.recall.conversation import in_context_cosines, neighbourhood, session_neighbours
 from pipeline.recall.hops import DEFAULT_HOPS
 from schemas.memory import MemoryRecord, SourceTurn
 
@@ -32,15 +32,17 @@ def test_rows_not_present_are_nobodys_neighbour_and_ties_keep_row_order() -> Non
     assert none_before.tolist() == none_after.tolist() == [-1, -1, -1, -1]
 
 
-def test_a_row_is_read_with_its_weighted_neighbours_as_a_unit_vector() -> None:
-    rows = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]], dtype=np.float32)
-    joint = read_in_context(
-        rows, np.array([-1, 0, -1]), np.array([1, -1, -1]), before_weight=0.5, after_weight=1.0
-    )
-    assert np.allclose(joint[0], np.array([1.0, 1.0]) / np.sqrt(2.0))  # row 0 + 1.0 × row 1
-    assert np.allclose(joint[1], np.array([0.5, 1.0]) / np.sqrt(1.25))  # row 1 + 0.5 × row 0
-    assert np.allclose(joint[2], 0.0)  # no neighbours, zero row: stays zero
-    assert np.allclose(rows[1], [0.0, 1.0])  # the view's rows are not touched
+def test_a_row_read_with_its_weighted_neighbours_has_the_joint_vectors_cosine() -> None:
+    rows = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.6, 0.8]], dtype=np.float32)
+    query = np.array([0.8, 0.6])
+    hood = neighbourhood(rows, np.array([-1, 0, -1, -1]), np.array([1, -1, -1, -1]), chunk=3)
+    cosines = in_context_cosines(rows @ query, hood, before_weight=0.5, after_weight=1.0)
+    joint_0 = np.array([1.0, 1.0])  # row 0 + 1.0 × row 1
+    joint_1 = np.array([0.5, 1.0])  # row 1 + 0.5 × row 0
+    assert np.isclose(cosines[0], joint_0 @ query / np.linalg.norm(joint_0))
+    assert np.isclose(cosines[1], joint_1 @ query / np.linalg.norm(joint_1))
+    assert cosines[2] == 0.0  # no neighbours and no vector: nothing to read
+    assert np.isclose(cosines[3], rows[3] @ query)  # no neighbours: its own cosine
 
 
 def turn(
@@ -81,10 +83,15 @@ def conversation(*, forgotten: bool = False) -> list[MemoryRecord]:
     ]
 
 
-def ranks(records: list[MemoryRecord], context_share: float) -> list[str]:
+def index_of(records: list[MemoryRecord]) -> HotIndex:
     index = HotIndex()
     for record in records:
         index.apply(record)
+    return index
+
+
+def ranks(records: list[MemoryRecord] | HotIndex, context_share: float) -> list[str]:
+    index = records if isinstance(records, HotIndex) else index_of(records)
     hops = dataclasses.replace(DEFAULT_HOPS, context_share=context_share)
     engine = RecallEngine(index, ENCODER, hops=hops)
     found = engine.recall("ns", "holding turtles", at=AT, limit=10, truncate=False)
@@ -118,3 +125,24 @@ def test_the_view_keeps_each_rows_session_through_a_removal() -> None:
     assert codes["b"] != codes["c"]
     index.apply(turn("d", "four", 3, "s2"))
     assert int(view.session[view.slot_of["d"]]) == codes["b"]
+
+
+def test_forgetting_a_turn_takes_its_words_out_of_its_neighbour_at_once() -> None:
+    index = index_of(conversation())
+    assert ranks(index, 1.0) != ranks(index, 0.0)  # the neighbourhood is cached here
+    index.apply(conversation(forgotten=True)[0])
+    assert ranks(index, 1.0) == ranks(index, 0.0)
+
+
+def test_a_new_vector_or_turn_is_read_into_its_neighbours() -> None:
+    index = index_of([turn("a", "turtles", 0), turn("b", "holding", 1)])
+    view = index.view("ns")
+    assert view is not None
+    first = view.neighbourhood(AT.timestamp())
+    index.apply(turn("b", "turtles again", 1))  # same id, new words and vector
+    second = view.neighbourhood(AT.timestamp())
+    assert second is not first
+    assert second.to_before[view.slot_of["b"]] > first.to_before[view.slot_of["b"]]
+    index.apply(turn("c", "more", 2))
+    third = view.neighbourhood(AT.timestamp())
+    assert third.after.tolist()[view.slot_of["b"]] == view.slot_of["c"]
