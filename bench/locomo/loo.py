@@ -151,7 +151,7 @@ IDEAS: tuple[Idea, ...] = (
         "list_focus",
         "a list-shaped question naming one speaker: what the others said counts this much more "
         "(on top of the speaker focus)",
-        tuple((f"{x:g}", _hop(list_focus_factor=x)) for x in (1.0, 0.85, 0.5)),
+        tuple((f"{x:g}", _hop(list_focus_factor=x)) for x in (1.0, 0.85, 0.5, 0.3)),
     ),
     Idea(
         "context",
