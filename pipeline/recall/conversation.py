@@ -14,12 +14,18 @@ is stored beside the memory's own vector. Pure functions of arrays; the view sup
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 import numpy.typing as npt
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.floating]
+
+# Turns further apart than this were not said in one sitting: neither is read with the other,
+# and a reply this late is not read as an answer (``neighbours.follow_ups``), even when a
+# client keeps one session id for months.
+SAME_SITTING = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -34,13 +40,17 @@ class ContextReading:
 
 
 def session_neighbours(
-    session: IntArray, created: npt.NDArray[np.float64], present: npt.NDArray[np.bool_]
+    session: IntArray,
+    created: npt.NDArray[np.float64],
+    present: npt.NDArray[np.bool_],
+    within: timedelta = SAME_SITTING,
 ) -> tuple[IntArray, IntArray]:
     """For each row, the present row said just before it and just after it in the same session
-    (``-1`` when there is none; rows not present get ``-1`` too and are nobody's neighbour).
+    and within ``within`` of it (``-1`` when there is none; rows not present get ``-1`` too and
+    are nobody's neighbour).
 
-    Rows are ordered by session, then created time, then row number (turns said in the same
-    second keep the order they were applied in).
+    Rows are ordered by session, then created time (epoch seconds), then row number (turns said
+    in the same second keep the order they were applied in).
     """
     count = int(session.shape[0])
     before = np.full(count, -1, dtype=np.int64)
@@ -49,16 +59,20 @@ def session_neighbours(
     if rows.size < 2:
         return before, after
     order = rows[np.lexsort((rows, created[rows], session[rows]))]
-    same = session[order[1:]] == session[order[:-1]]
-    before[order[1:][same]] = order[:-1][same]
-    after[order[:-1][same]] = order[1:][same]
+    earlier, later = order[:-1], order[1:]
+    close = (session[later] == session[earlier]) & (
+        created[later] - created[earlier] <= within.total_seconds()
+    )
+    before[later[close]] = earlier[close]
+    after[earlier[close]] = later[close]
     return before, after
 
 
 @dataclass(frozen=True)
 class Neighbourhood:
-    """Each row's neighbours (``session_neighbours``) and the dot products among the three
-    vectors, which do not depend on the query: the view computes them once per layout."""
+    """Some rows' neighbours (row numbers, ``-1`` for none) and the dot products among each
+    row and its two neighbours, which do not depend on the query: the view computes them once
+    per layout for every row, or for a search's few candidates."""
 
     before: IntArray
     after: IntArray
@@ -71,20 +85,21 @@ class Neighbourhood:
 
 
 def neighbourhood(
-    rows: FloatArray, before: IntArray, after: IntArray, chunk: int = 4096
+    matrix: FloatArray, slots: IntArray, before: IntArray, after: IntArray, chunk: int = 4096
 ) -> Neighbourhood:
-    """The dot products of every row with its neighbours, ``chunk`` rows at a time (a large
-    namespace never holds a second copy of its matrix)."""
-    count = int(before.shape[0])
+    """The dot products of rows ``slots`` of ``matrix`` with their neighbours ``before`` /
+    ``after`` (aligned with ``slots``), ``chunk`` rows at a time so a large namespace never
+    holds a second copy of its matrix."""
+    count = int(slots.shape[0])
     has_before, has_after = before >= 0, after >= 0
     prev, nxt = np.maximum(before, 0), np.maximum(after, 0)
     columns = [np.zeros(count, dtype=np.float64) for _ in range(6)]
     own, before_norm, after_norm, to_before, to_after, between = columns
     for start in range(0, count, chunk):
         part = slice(start, start + chunk)
-        row = np.asarray(rows[part], dtype=np.float64)
-        row_before = np.asarray(rows[prev[part]], dtype=np.float64) * has_before[part, None]
-        row_after = np.asarray(rows[nxt[part]], dtype=np.float64) * has_after[part, None]
+        row = np.asarray(matrix[slots[part]], dtype=np.float64)
+        row_before = np.asarray(matrix[prev[part]], dtype=np.float64) * has_before[part, None]
+        row_after = np.asarray(matrix[nxt[part]], dtype=np.float64) * has_after[part, None]
         own[part] = np.einsum("ij,ij->i", row, row)
         before_norm[part] = np.einsum("ij,ij->i", row_before, row_before)
         after_norm[part] = np.einsum("ij,ij->i", row_after, row_after)
@@ -95,17 +110,26 @@ def neighbourhood(
 
 
 def in_context_cosines(
-    similarities: FloatArray, hood: Neighbourhood, before_weight: float, after_weight: float
+    own: FloatArray,
+    before: FloatArray,
+    after: FloatArray,
+    hood: Neighbourhood,
+    before_weight: float,
+    after_weight: float,
 ) -> npt.NDArray[np.float64]:
     """Each row's cosine with the query when read with its neighbours: the cosine of
     ``row + before_weight × previous row + after_weight × next row`` (a missing neighbour adds
-    nothing), from every row's dot product with the query (``similarities``) and the
-    neighbourhood's dot products. A joint vector of norm zero has cosine zero.
+    nothing), from the query's dot products with the row (``own``) and with its previous and
+    next rows (``before``, ``after``; any value where there is none) and the neighbourhood's
+    dot products. A joint vector of norm zero has cosine zero.
     """
-    sims = np.asarray(similarities, dtype=np.float64)
     wb = np.where(hood.before >= 0, before_weight, 0.0)
     wa = np.where(hood.after >= 0, after_weight, 0.0)
-    numerator = sims + wb * sims[np.maximum(hood.before, 0)] + wa * sims[np.maximum(hood.after, 0)]
+    numerator = (
+        np.asarray(own, dtype=np.float64)
+        + wb * np.asarray(before, dtype=np.float64)
+        + wa * np.asarray(after, dtype=np.float64)
+    )
     squared = (
         hood.own
         + wb * wb * hood.before_norm

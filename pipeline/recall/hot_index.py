@@ -104,6 +104,7 @@ class NamespaceView:
         # Bumped when a row is added or removed or its vector, time or session changes: the
         # cached neighbourhood (``neighbourhood``) is then computed again.
         self._layout = 0
+        self._neighbours: tuple[tuple[int, bytes], IntArray, IntArray] | None = None
         self._neighbourhood: tuple[tuple[int, bytes], Neighbourhood] | None = None
         self.bm25 = BM25Index()
         self.entities = EntityIndex()
@@ -440,19 +441,29 @@ class NamespaceView:
             memory_id for _, ref_end, memory_id in self._by_reference[low:high] if ref_end > start
         }
 
+    def neighbours(self, at: float) -> tuple[IntArray, IntArray]:
+        """Each row's previous and next row in its session among the memories current at
+        ``at`` (nothing forgotten, superseded or said later; ``-1`` for none), cached until
+        the layout or that set of memories changes."""
+        key = self._neighbours_key(at)
+        if self._neighbours is None or self._neighbours[0] != key:
+            size = self.size
+            present = RowFilter(at, include_history=False).mask(self)
+            before, after = session_neighbours(self.session[:size], self.created[:size], present)
+            self._neighbours = (key, before, after)
+        return self._neighbours[1], self._neighbours[2]
+
     def neighbourhood(self, at: float) -> Neighbourhood:
-        """Each row's neighbours in its session among the memories current at ``at`` (nothing
-        forgotten, superseded or said later), with their dot products; cached until the layout
-        or that set of memories changes."""
-        present = RowFilter(at, include_history=False).mask(self)
-        key = (self._layout, present.tobytes())
-        if self._neighbourhood is not None and self._neighbourhood[0] == key:
-            return self._neighbourhood[1]
-        size = self.size
-        before, after = session_neighbours(self.session[:size], self.created[:size], present)
-        hood = neighbourhood(self.matrix[:size], before, after)
-        self._neighbourhood = (key, hood)
-        return hood
+        """``neighbours`` with every row's dot products with them (exact scans), cached alike."""
+        key = self._neighbours_key(at)
+        if self._neighbourhood is None or self._neighbourhood[0] != key:
+            before, after = self.neighbours(at)
+            slots = np.arange(self.size, dtype=np.int64)
+            self._neighbourhood = (key, neighbourhood(self.matrix, slots, before, after))
+        return self._neighbourhood[1]
+
+    def _neighbours_key(self, at: float) -> tuple[int, bytes]:
+        return self._layout, RowFilter(at, include_history=False).mask(self).tobytes()
 
     def names_a_time(self, memory_id: str) -> bool:
         """True when the memory's own words name a time ("yesterday", "in May 2023")."""
@@ -602,8 +613,9 @@ class NamespaceSearch:
             at.timestamp(), include_history, window_references=window_references
         ).narrowed(regions)
         self.approximate = view.ann is not None and not exact
-        # Exact scans read every row in its conversation (``conversation``); the graphs of an
-        # approximate search hold the rows' own vectors, so there it has no effect.
+        # Memories read in their conversation (``conversation``): every row in an exact scan;
+        # in an approximate one the graphs find candidates by their own vectors, and those
+        # candidates are then read in context.
         self.context = context
         self._similarities: FloatArray | None = None
         self._log_activations: DoubleArray | None = None
@@ -625,8 +637,7 @@ class NamespaceSearch:
             return np.zeros(len(slots), dtype=np.float64)
         if not self.approximate:
             return self._exact_similarities()[slots].astype(np.float64)
-        result: DoubleArray = (self.view.matrix[slots] @ self.query).astype(np.float64)
-        return result
+        return self._approximate_cosines(slots)
 
     def dense(self, k: int, where: RowFilter) -> list[tuple[int, float]]:
         """Top ``k`` ``(slot, cosine)`` among rows ``where`` accepts, best first."""
@@ -690,14 +701,40 @@ class NamespaceSearch:
         return self._similarities
 
     def _in_context(self, own: FloatArray) -> FloatArray:
-        """Each row's dense evidence: the better of its own cosine and the context share of
+        """Every row's dense evidence: the better of its own cosine and the context share of
         its cosine read with its neighbours (``conversation.in_context_cosines``)."""
         assert self.context is not None
         hood = self.view.neighbourhood(self.base.at)
         in_context = self.context.share * in_context_cosines(
-            own, hood, self.context.before, self.context.after
+            own,
+            own[np.maximum(hood.before, 0)],
+            own[np.maximum(hood.after, 0)],
+            hood,
+            self.context.before,
+            self.context.after,
         )
         result: FloatArray = np.maximum(own, in_context).astype(own.dtype)
+        return result
+
+    def _approximate_cosines(self, slots: IntArray) -> DoubleArray:
+        """Dense evidence for a few candidate slots of an approximate search: their own cosines,
+        read in context when asked for (the graphs find candidates by their own vectors)."""
+        matrix = self.view.matrix
+        own: DoubleArray = (matrix[slots] @ self.query).astype(np.float64)
+        if self.context is None or slots.size == 0:
+            return own
+        every_before, every_after = self.view.neighbours(self.base.at)
+        before, after = every_before[slots], every_after[slots]
+        hood = neighbourhood(matrix, slots, before, after)
+        in_context = self.context.share * in_context_cosines(
+            own,
+            matrix[np.maximum(before, 0)] @ self.query,
+            matrix[np.maximum(after, 0)] @ self.query,
+            hood,
+            self.context.before,
+            self.context.after,
+        )
+        result: DoubleArray = np.maximum(own, in_context)
         return result
 
     def _mask(self, where: RowFilter) -> BoolArray:
@@ -719,7 +756,7 @@ class NamespaceSearch:
         """Exact cosines for candidate slots, best ``k`` first (ties: lower slot, as ``top_k``)."""
         if slots.size == 0:
             return []
-        sims = (self.view.matrix[slots] @ self.query).astype(np.float32)
+        sims = self._approximate_cosines(slots).astype(np.float32)
         order = np.lexsort((slots, -sims))[:k]
         return [(int(slots[i]), float(sims[i])) for i in order.tolist()]
 

@@ -2,11 +2,14 @@ import dataclasses
 from datetime import timedelta
 
 import numpy as np
+import pytest
 from recall_support import AT, HashingEncoder, history, make_record
 
 from pipeline.recall import HotIndex, RecallEngine
+from pipeline.recall.ann import ann_available
 from pipeline.recall.conversation import in_context_cosines, neighbourhood, session_neighbours
 from pipeline.recall.hops import DEFAULT_HOPS
+from pipeline.recall.scoring import DEFAULT_TUNING
 from schemas.memory import MemoryRecord, SourceTurn
 
 ENCODER = HashingEncoder()
@@ -32,17 +35,36 @@ def test_rows_not_present_are_nobodys_neighbour_and_ties_keep_row_order() -> Non
     assert none_before.tolist() == none_after.tolist() == [-1, -1, -1, -1]
 
 
+def test_turns_of_one_session_said_hours_apart_are_not_neighbours() -> None:
+    # A client may keep one session id for months: the turns of another sitting are not read
+    # with each other.
+    session = np.zeros(3, dtype=np.int64)
+    created = np.array([0.0, 600.0, 600.0 + 2 * 3600.0])
+    before, after = session_neighbours(session, created, np.ones(3, dtype=np.bool_))
+    assert before.tolist() == [-1, 0, -1]
+    assert after.tolist() == [1, -1, -1]
+
+
 def test_a_row_read_with_its_weighted_neighbours_has_the_joint_vectors_cosine() -> None:
     rows = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.6, 0.8]], dtype=np.float32)
     query = np.array([0.8, 0.6])
-    hood = neighbourhood(rows, np.array([-1, 0, -1, -1]), np.array([1, -1, -1, -1]), chunk=3)
-    cosines = in_context_cosines(rows @ query, hood, before_weight=0.5, after_weight=1.0)
+    before, after = np.array([-1, 0, -1, -1]), np.array([1, -1, -1, -1])
+    hood = neighbourhood(rows, np.arange(4), before, after, chunk=3)
+    sims = rows @ query
+    cosines = in_context_cosines(sims, sims[np.maximum(before, 0)], sims[after], hood, 0.5, 1.0)
     joint_0 = np.array([1.0, 1.0])  # row 0 + 1.0 × row 1
     joint_1 = np.array([0.5, 1.0])  # row 1 + 0.5 × row 0
     assert np.isclose(cosines[0], joint_0 @ query / np.linalg.norm(joint_0))
     assert np.isclose(cosines[1], joint_1 @ query / np.linalg.norm(joint_1))
     assert cosines[2] == 0.0  # no neighbours and no vector: nothing to read
     assert np.isclose(cosines[3], rows[3] @ query)  # no neighbours: its own cosine
+    # The same for a few rows only (a search's candidates), in any order.
+    some = np.array([3, 1])
+    part = neighbourhood(rows, some, before[some], after[some])
+    again = in_context_cosines(
+        sims[some], sims[np.maximum(before[some], 0)], sims[after[some]], part, 0.5, 1.0
+    )
+    assert np.allclose(again, cosines[some])
 
 
 def turn(
@@ -146,3 +168,25 @@ def test_a_new_vector_or_turn_is_read_into_its_neighbours() -> None:
     index.apply(turn("c", "more", 2))
     third = view.neighbourhood(AT.timestamp())
     assert third.after.tolist()[view.slot_of["b"]] == view.slot_of["c"]
+
+
+@pytest.mark.skipif(not ann_available(), reason="usearch not installed")
+def test_an_approximate_search_reads_its_candidates_in_context_as_an_exact_scan_does() -> None:
+    tuning = dataclasses.replace(DEFAULT_TUNING, ann_min_rows=8)
+    index = HotIndex(tuning=tuning)
+    for record in conversation():
+        index.apply(record)
+    view = index.view("ns")
+    assert view is not None and view.ann is not None  # past the threshold: graphs
+    hops = dataclasses.replace(DEFAULT_HOPS, context_share=1.0)
+    found = {
+        exact: [
+            memory.id
+            for memory in RecallEngine(
+                index, ENCODER, tuning=tuning, hops=hops, exact=exact
+            ).recall("ns", "holding turtles", at=AT, limit=10, truncate=False)
+        ]
+        for exact in (True, False)
+    }
+    assert found[False] == found[True]
+    assert found[False].index("holding") < found[False].index("meeting")
