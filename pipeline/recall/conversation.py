@@ -1,10 +1,10 @@
 """A memory read in its conversation: its vector with those of the turns said around it.
 
-A turn often holds its answer in words that only mean something next to its neighbours: "I
-also like holding them." (them: the turtles of the turn before), "That's a great one! Let me
-know what you think." (the book the other speaker just showed), "Writing and hanging with
-friends!" (the reply to "What else brings you joy?"). Its own vector misses the question about
-them; read together with the turns before and after it in the same session, it does not.
+A turn often holds its answer in words that only mean something next to the turns around it:
+"That's a great one! Let me know what you think." (the book the other speaker just showed),
+"Writing and hanging with friends!" (the reply to "What else brings you joy?"). Its own vector
+misses the question about them; read together with the other speaker's turns just before and
+after it in the same sitting, it does not.
 
 Done at recall time over the rows the view holds, so only memories that are current at the
 query's moment lend their words (nothing forgotten, superseded or said later; I8), and nothing
@@ -41,16 +41,20 @@ class ContextReading:
 
 def session_neighbours(
     session: IntArray,
+    speaker: IntArray,
     created: npt.NDArray[np.float64],
     present: npt.NDArray[np.bool_],
     within: timedelta = SAME_SITTING,
 ) -> tuple[IntArray, IntArray]:
-    """For each row, the present row said just before it and just after it in the same session
-    and within ``within`` of it (``-1`` when there is none; rows not present get ``-1`` too and
-    are nobody's neighbour).
+    """For each row, the present row said just before it and just after it in the same session,
+    within ``within`` of it and by another speaker (``-1`` when there is none; rows not present
+    get ``-1`` too and are nobody's neighbour).
 
-    Rows are ordered by session, then created time (epoch seconds), then row number (turns said
-    in the same second keep the order they were applied in).
+    Only the other speaker's turns: a reply and the turn it answers explain each other, while a
+    speaker's next statement is often about something else ("My flat is on Rua das Flores." /
+    "The office is a 20 minute tram ride away."). Rows are ordered by session, then created
+    time (epoch seconds), then row number (turns said in the same second keep the order they
+    were applied in).
     """
     count = int(session.shape[0])
     before = np.full(count, -1, dtype=np.int64)
@@ -60,8 +64,10 @@ def session_neighbours(
         return before, after
     order = rows[np.lexsort((rows, created[rows], session[rows]))]
     earlier, later = order[:-1], order[1:]
-    close = (session[later] == session[earlier]) & (
-        created[later] - created[earlier] <= within.total_seconds()
+    close = (
+        (session[later] == session[earlier])
+        & (speaker[later] != speaker[earlier])
+        & (created[later] - created[earlier] <= within.total_seconds())
     )
     before[later[close]] = earlier[close]
     after[earlier[close]] = later[close]

@@ -101,6 +101,9 @@ class NamespaceView:
         # conversation are the rows of the same session next to it in time.
         self.session = np.zeros(capacity, dtype=np.int64)
         self._session_codes: dict[str, int] = {}
+        # Who said it (a code per speaker): a row's neighbours are the other speakers' turns.
+        self.speaker = np.zeros(capacity, dtype=np.int64)
+        self._speaker_codes: dict[str, int] = {}
         # Bumped when a row is added or removed or its vector, time or session changes: the
         # cached neighbourhood (``neighbourhood``) is then computed again.
         self._layout = 0
@@ -132,6 +135,7 @@ class NamespaceView:
             "activation_rate",
             "hidden_since",
             "session",
+            "speaker",
         ]
 
     def _grow(self) -> None:
@@ -195,9 +199,11 @@ class NamespaceView:
         hidden = hidden_since(record)
         self.hidden_since[slot] = hidden.timestamp() if hidden is not None else _NEVER
         session = self._session_codes.setdefault(session_of(record), len(self._session_codes))
-        if session != self.session[slot]:
+        speaker = self._speaker_codes.setdefault(speaker_of(record), len(self._speaker_codes))
+        if session != self.session[slot] or speaker != self.speaker[slot]:
             self._layout += 1
         self.session[slot] = session
+        self.speaker[slot] = speaker
         if self.by_activation is not None:
             self.by_activation.set(record.id, rate, float(self.activation_base[slot]))
         # Status and activation updates are the common case: re-index text only when it changed.
@@ -442,14 +448,16 @@ class NamespaceView:
         }
 
     def neighbours(self, at: float) -> tuple[IntArray, IntArray]:
-        """Each row's previous and next row in its session among the memories current at
-        ``at`` (nothing forgotten, superseded or said later; ``-1`` for none), cached until
-        the layout or that set of memories changes."""
+        """Each row's neighbours (``conversation.session_neighbours``) among the memories
+        current at ``at`` (nothing forgotten, superseded or said later; ``-1`` for none),
+        cached until the layout or that set of memories changes."""
         key = self._neighbours_key(at)
         if self._neighbours is None or self._neighbours[0] != key:
             size = self.size
             present = RowFilter(at, include_history=False).mask(self)
-            before, after = session_neighbours(self.session[:size], self.created[:size], present)
+            before, after = session_neighbours(
+                self.session[:size], self.speaker[:size], self.created[:size], present
+            )
             self._neighbours = (key, before, after)
         return self._neighbours[1], self._neighbours[2]
 

@@ -15,11 +15,16 @@ from schemas.memory import MemoryRecord, SourceTurn
 ENCODER = HashingEncoder()
 
 
+def alternating(count: int) -> np.ndarray:
+    return np.arange(count, dtype=np.int64) % 2
+
+
 def test_neighbours_are_the_turns_before_and_after_in_the_same_session() -> None:
     # Rows 0, 2, 3 are session 0 (row 3 said before row 2); rows 1, 4 session 1.
     session = np.array([0, 1, 0, 0, 1], dtype=np.int64)
+    speaker = np.array([0, 0, 0, 1, 1], dtype=np.int64)
     created = np.array([10.0, 11.0, 30.0, 20.0, 12.0])
-    before, after = session_neighbours(session, created, np.ones(5, dtype=np.bool_))
+    before, after = session_neighbours(session, speaker, created, np.ones(5, dtype=np.bool_))
     assert before.tolist() == [-1, -1, 3, 0, 1]
     assert after.tolist() == [3, 4, -1, 2, -1]
 
@@ -28,10 +33,12 @@ def test_rows_not_present_are_nobodys_neighbour_and_ties_keep_row_order() -> Non
     session = np.zeros(4, dtype=np.int64)
     created = np.array([5.0, 5.0, 6.0, 7.0])
     present = np.array([True, True, False, True])
-    before, after = session_neighbours(session, created, present)
+    speaker = np.array([0, 1, 1, 0], dtype=np.int64)
+    before, after = session_neighbours(session, speaker, created, present)
     assert before.tolist() == [-1, 0, -1, 1]
     assert after.tolist() == [1, 3, -1, -1]
-    none_before, none_after = session_neighbours(session, created, np.zeros(4, dtype=np.bool_))
+    absent = np.zeros(4, dtype=np.bool_)
+    none_before, none_after = session_neighbours(session, speaker, created, absent)
     assert none_before.tolist() == none_after.tolist() == [-1, -1, -1, -1]
 
 
@@ -40,9 +47,19 @@ def test_turns_of_one_session_said_hours_apart_are_not_neighbours() -> None:
     # with each other.
     session = np.zeros(3, dtype=np.int64)
     created = np.array([0.0, 600.0, 600.0 + 2 * 3600.0])
-    before, after = session_neighbours(session, created, np.ones(3, dtype=np.bool_))
+    before, after = session_neighbours(session, alternating(3), created, np.ones(3, np.bool_))
     assert before.tolist() == [-1, 0, -1]
     assert after.tolist() == [1, -1, -1]
+
+
+def test_a_speakers_next_statement_is_not_their_neighbour() -> None:
+    # Two statements of one speaker in a row, then a reply: only the reply pairs up.
+    session = np.zeros(3, dtype=np.int64)
+    speaker = np.array([0, 0, 1], dtype=np.int64)
+    created = np.array([0.0, 1.0, 2.0])
+    before, after = session_neighbours(session, speaker, created, np.ones(3, np.bool_))
+    assert before.tolist() == [-1, -1, 1]
+    assert after.tolist() == [-1, 2, -1]
 
 
 def test_a_row_read_with_its_weighted_neighbours_has_the_joint_vectors_cosine() -> None:
