@@ -3,14 +3,14 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-from recall_support import AT, HashingEncoder, history, make_record
+from recall_support import AT, HashingEncoder, history, turn
 
 from pipeline.recall import HotIndex, RecallEngine
 from pipeline.recall.ann import ann_available
 from pipeline.recall.conversation import in_context_cosines, neighbourhood, session_neighbours
 from pipeline.recall.hops import DEFAULT_HOPS
 from pipeline.recall.scoring import DEFAULT_TUNING
-from schemas.memory import MemoryRecord, SourceTurn
+from schemas.memory import MemoryRecord
 
 ENCODER = HashingEncoder()
 
@@ -84,27 +84,6 @@ def test_a_row_read_with_its_weighted_neighbours_has_the_joint_vectors_cosine() 
     assert np.allclose(again, cosines[some])
 
 
-def turn(
-    memory_id: str, text: str, seconds: int, session: str = "s1", **changes: object
-) -> MemoryRecord:
-    created = AT - timedelta(days=3) + timedelta(seconds=seconds)
-    return make_record(
-        memory_id,
-        text,
-        encoder=ENCODER,
-        created_at=created,
-        provenance=[
-            SourceTurn(
-                event_id=f"e-{memory_id}",
-                session_id=session,
-                speaker="ana" if seconds % 2 == 0 else "ben",
-                event_time=created,
-            )
-        ],
-        **changes,  # type: ignore[arg-type]
-    )
-
-
 def conversation(*, forgotten: bool = False) -> list[MemoryRecord]:
     extra: dict[str, object] = {}
     if forgotten:
@@ -114,8 +93,10 @@ def conversation(*, forgotten: bool = False) -> list[MemoryRecord]:
             "updated_at": AT - timedelta(days=1),
         }
     return [
+        # Two topic segments, so the reply does not inherit the keyword match of the turn it
+        # answers (``neighbours.follow_ups``): only the context reading connects them here.
         turn("pets", "We adopted two turtles in the spring, tiny shells and all.", 0, **extra),
-        turn("holding", "Oh I also like holding them when they wake up.", 1),
+        turn("holding", "Oh I also like holding them when they wake up.", 1, segment="g2"),
         turn("meeting", "Holding the budget meeting tomorrow morning.", 100, session="s2"),
         turn("sofa", "Holding on to the old sofa for now.", 200, session="s3"),
         *(turn(f"n{i}", f"Unrelated remark {i} about gardening.", 300 + i, "s4") for i in range(6)),
