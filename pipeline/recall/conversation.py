@@ -1,10 +1,10 @@
 """A memory read in its conversation: its vector with those of the turns said around it.
 
 A turn often holds its answer in words that only mean something next to the turns around it:
-"That's a great one! Let me know what you think." (the book the other speaker just showed),
-"Writing and hanging with friends!" (the reply to "What else brings you joy?"). Its own vector
-misses the question about them; read together with the other speaker's turns just before and
-after it in the same sitting, it does not.
+"Mostly sourdough, and a rye on Sundays." (the reply to "Do you still bake?"), "Yes, the blue
+one!" (the bike the other speaker just asked about). Its own vector misses a question about
+baking or bikes; read together with the other speaker's turns just before and after it in the
+same sitting, it does not.
 
 Done at recall time over the rows the view holds, so only memories that are current at the
 query's moment lend their words (nothing forgotten, superseded or said later; I8), and nothing

@@ -156,8 +156,8 @@ class HopTuning:
     # A memory read in its conversation (``conversation``): its dense evidence is the better
     # of its own cosine and this share × the cosine of its vector plus ``context_before`` ×
     # the previous turn's and ``context_after`` × the next one's (the other speaker's turns of
-    # the same sitting). "I also like holding them" answers "What does Nate do with his
-    # turtles?" only next to the turtles the other speaker just asked about. 0 turns it off.
+    # the same sitting). "Mostly sourdough, and a rye on Sundays." answers "What does she
+    # bake?" only next to the question it replies to. 0 turns it off.
     # Chosen on every LoCoMo fold (1 on four, 0.95 on one).
     context_share: float = 1.0
     context_before: float = 0.5

@@ -95,11 +95,25 @@ def conversation(*, forgotten: bool = False) -> list[MemoryRecord]:
     return [
         # Two topic segments, so the reply does not inherit the keyword match of the turn it
         # answers (``neighbours.follow_ups``): only the context reading connects them here.
-        turn("pets", "We adopted two turtles in the spring, tiny shells and all.", 0, **extra),
-        turn("holding", "Oh I also like holding them when they wake up.", 1, segment="g2"),
-        turn("meeting", "Holding the budget meeting tomorrow morning.", 100, session="s2"),
-        turn("sofa", "Holding on to the old sofa for now.", 200, session="s3"),
-        *(turn(f"n{i}", f"Unrelated remark {i} about gardening.", 300 + i, "s4") for i in range(6)),
+        turn(
+            "starter",
+            "We got a sourdough starter going in the spring, it bubbles away.",
+            0,
+            **extra,
+        ),
+        turn(
+            "reply",
+            "Oh I also love feeding it first thing, right after the kettle.",
+            1,
+            segment="g2",
+        ),
+        turn("meter", "Feeding the parking meter took every coin.", 100, session="s2"),
+        turn("cat", "Feeding the neighbours' cat this week.", 200, session="s3"),
+        # One speaker's remarks in a row: no neighbours of each other.
+        *(
+            turn(f"n{i}", f"Unrelated remark {i} about gardening.", 300 + i, "s4", speaker="ana")
+            for i in range(6)
+        ),
     ]
 
 
@@ -114,19 +128,17 @@ def ranks(records: list[MemoryRecord] | HotIndex, context_share: float) -> list[
     index = records if isinstance(records, HotIndex) else index_of(records)
     hops = dataclasses.replace(DEFAULT_HOPS, context_share=context_share)
     engine = RecallEngine(index, ENCODER, hops=hops)
-    found = engine.recall("ns", "holding turtles", at=AT, limit=10, truncate=False)
+    found = engine.recall("ns", "feeding the sourdough starter", at=AT, limit=10, truncate=False)
     return [memory.id for memory in found]
 
 
 def test_a_turn_is_found_through_the_turn_it_follows() -> None:
-    # "them" are the turtles of the turn before: read in context the reply outranks the other
-    # turns that only share "holding".
+    # "it" is the starter of the turn before: read in context the reply outranks the other
+    # turns that only share "feeding".
     without = ranks(conversation(), 0.0)
     with_context = ranks(conversation(), 1.0)
-    assert without.index("holding") > min(without.index("meeting"), without.index("sofa"))
-    assert with_context.index("holding") < min(
-        with_context.index("meeting"), with_context.index("sofa")
-    )
+    assert without.index("reply") > min(without.index("meter"), without.index("cat"))
+    assert with_context.index("reply") < min(with_context.index("meter"), with_context.index("cat"))
 
 
 def test_a_forgotten_turn_lends_its_neighbour_nothing() -> None:
@@ -155,11 +167,11 @@ def test_forgetting_a_turn_takes_its_words_out_of_its_neighbour_at_once() -> Non
 
 
 def test_a_new_vector_or_turn_is_read_into_its_neighbours() -> None:
-    index = index_of([turn("a", "turtles", 0), turn("b", "holding", 1)])
+    index = index_of([turn("a", "sourdough", 0), turn("b", "feeding", 1)])
     view = index.view("ns")
     assert view is not None
     first = view.neighbourhood(AT.timestamp())
-    index.apply(turn("b", "turtles again", 1))  # same id, new words and vector
+    index.apply(turn("b", "sourdough again", 1))  # same id, new words and vector
     second = view.neighbourhood(AT.timestamp())
     assert second is not first
     assert second.to_before[view.slot_of["b"]] > first.to_before[view.slot_of["b"]]
@@ -182,9 +194,9 @@ def test_an_approximate_search_reads_its_candidates_in_context_as_an_exact_scan_
             memory.id
             for memory in RecallEngine(
                 index, ENCODER, tuning=tuning, hops=hops, exact=exact
-            ).recall("ns", "holding turtles", at=AT, limit=10, truncate=False)
+            ).recall("ns", "feeding the sourdough starter", at=AT, limit=10, truncate=False)
         ]
         for exact in (True, False)
     }
     assert found[False] == found[True]
-    assert found[False].index("holding") < found[False].index("meeting")
+    assert found[False].index("reply") < found[False].index("meter")
