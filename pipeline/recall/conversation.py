@@ -115,6 +115,39 @@ def neighbourhood(
     return Neighbourhood(before, after, own, before_norm, after_norm, to_before, to_after, between)
 
 
+def refreshed(
+    matrix: FloatArray,
+    before: IntArray,
+    after: IntArray,
+    previous: Neighbourhood | None,
+    changed_rows: IntArray,
+) -> Neighbourhood:
+    """Every row's neighbourhood (``neighbourhood`` over all rows), computing again only what
+    changed since ``previous`` (computed for the first rows of the same matrix, none moved):
+    rows added since, rows whose neighbours differ, and rows that are or neighbour a row in
+    ``changed_rows`` (a new vector). A new turn thus costs a few rows, not the namespace."""
+    count = int(before.shape[0])
+    if previous is None:
+        return neighbourhood(matrix, np.arange(count, dtype=np.int64), before, after)
+    known = int(previous.before.shape[0])
+    stale = np.ones(count, dtype=np.bool_)
+    stale[:known] = (before[:known] != previous.before) | (after[:known] != previous.after)
+    changed = np.zeros(count, dtype=np.bool_)
+    changed[changed_rows[changed_rows < count]] = True
+    stale |= changed
+    stale |= (before >= 0) & changed[np.maximum(before, 0)]
+    stale |= (after >= 0) & changed[np.maximum(after, 0)]
+    rows = np.flatnonzero(stale).astype(np.int64)
+    part = neighbourhood(matrix, rows, before[rows], after[rows])
+    columns: list[npt.NDArray[np.float64]] = []
+    for name in ("own", "before_norm", "after_norm", "to_before", "to_after", "between"):
+        column = np.zeros(count, dtype=np.float64)
+        column[:known] = getattr(previous, name)[: min(known, count)]
+        column[rows] = getattr(part, name)
+        columns.append(column)
+    return Neighbourhood(before, after, *columns)
+
+
 def in_context_cosines(
     own: FloatArray,
     before: FloatArray,

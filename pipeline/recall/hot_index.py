@@ -39,6 +39,7 @@ from pipeline.recall.conversation import (
     Neighbourhood,
     in_context_cosines,
     neighbourhood,
+    refreshed,
     session_neighbours,
 )
 from pipeline.recall.entities import EntityIndex
@@ -109,6 +110,10 @@ class NamespaceView:
         self._layout = 0
         self._neighbours: tuple[tuple[int, bytes], IntArray, IntArray] | None = None
         self._neighbourhood: tuple[tuple[int, bytes], Neighbourhood] | None = None
+        # Since the neighbourhood was last computed: rows given a new vector, and whether a
+        # removal moved a row (then it is computed afresh).
+        self._new_vectors: set[int] = set()
+        self._rows_moved = False
         self.bm25 = BM25Index()
         self.entities = EntityIndex()
         # (created epoch, id), sorted: temporal windows are two bisects.
@@ -185,6 +190,7 @@ class NamespaceView:
                 self._regraph(slot, row, REGION_CODE[record.region], added)
             if not added and not np.array_equal(self.matrix[slot], row):
                 self._layout += 1
+                self._new_vectors.add(slot)
             self.matrix[slot] = row
         self.region[slot] = REGION_CODE[record.region]
         if added or previous is None or previous.created_at != record.created_at:
@@ -339,6 +345,7 @@ class NamespaceView:
         self.entities.remove(memory_id)
         self._untime(record)
         self._layout += 1
+        self._rows_moved = True
         self._rescale()
         return record
 
@@ -462,12 +469,21 @@ class NamespaceView:
         return self._neighbours[1], self._neighbours[2]
 
     def neighbourhood(self, at: float) -> Neighbourhood:
-        """``neighbours`` with every row's dot products with them (exact scans), cached alike."""
+        """``neighbours`` with every row's dot products with them (exact scans), cached alike
+        and brought up to date row by row (``conversation.refreshed``)."""
         key = self._neighbours_key(at)
         if self._neighbourhood is None or self._neighbourhood[0] != key:
             before, after = self.neighbours(at)
-            slots = np.arange(self.size, dtype=np.int64)
-            self._neighbourhood = (key, neighbourhood(self.matrix, slots, before, after))
+            previous = (
+                None
+                if self._rows_moved or self._neighbourhood is None
+                else (self._neighbourhood[1])
+            )
+            changed = np.fromiter(self._new_vectors, dtype=np.int64, count=len(self._new_vectors))
+            hood = refreshed(self.matrix, before, after, previous, changed)
+            self._neighbourhood = (key, hood)
+            self._new_vectors.clear()
+            self._rows_moved = False
         return self._neighbourhood[1]
 
     def _neighbours_key(self, at: float) -> tuple[int, bytes]:

@@ -7,7 +7,12 @@ from recall_support import AT, HashingEncoder, history, turn
 
 from pipeline.recall import HotIndex, RecallEngine
 from pipeline.recall.ann import ann_available
-from pipeline.recall.conversation import in_context_cosines, neighbourhood, session_neighbours
+from pipeline.recall.conversation import (
+    in_context_cosines,
+    neighbourhood,
+    refreshed,
+    session_neighbours,
+)
 from pipeline.recall.hops import DEFAULT_HOPS
 from pipeline.recall.scoring import DEFAULT_TUNING
 from schemas.memory import MemoryRecord
@@ -200,3 +205,48 @@ def test_an_approximate_search_reads_its_candidates_in_context_as_an_exact_scan_
     }
     assert found[False] == found[True]
     assert found[False].index("reply") < found[False].index("meter")
+
+
+def test_a_refreshed_neighbourhood_equals_one_computed_afresh() -> None:
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((6, 4)).astype(np.float32)
+    session, speaker = np.zeros(6, dtype=np.int64), alternating(6)
+    created = np.arange(6, dtype=np.float64)
+    everything = np.ones(6, dtype=np.bool_)
+
+    def fresh(count: int, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return session_neighbours(session[:count], speaker[:count], created[:count], present)
+
+    before, after = fresh(4, everything[:4])
+    previous = neighbourhood(matrix, np.arange(4), before, after)
+    # Two rows added, row 1 given a new vector, row 4 not present: only what changed is redone.
+    matrix[1] = rng.standard_normal(4)
+    present = everything.copy()
+    present[4] = False
+    before, after = fresh(6, present)
+    got = refreshed(matrix, before, after, previous, np.array([1]))
+    want = neighbourhood(matrix, np.arange(6), before, after)
+    for name in ("before", "after", "own", "to_before", "to_after", "between", "before_norm"):
+        assert np.allclose(getattr(got, name), getattr(want, name)), name
+
+
+def test_the_view_keeps_its_neighbourhood_exact_through_new_turns_and_removals() -> None:
+    index = index_of(conversation())
+    view = index.view("ns")
+    assert view is not None
+    at = AT.timestamp()
+
+    def exact() -> bool:
+        got = view.neighbourhood(at)
+        before, after = view.neighbours(at)
+        want = neighbourhood(view.matrix, np.arange(view.size), before, after)
+        names = ("own", "before_norm", "after_norm", "to_before", "to_after", "between")
+        return all(np.allclose(getattr(got, name), getattr(want, name)) for name in names)
+
+    assert exact()
+    index.apply(turn("late", "Feeding it rye flour now.", 2, segment="g2"))  # a new turn
+    index.apply(turn("reply", "Oh I love feeding it with the kettle on.", 1, segment="g2"))
+    assert exact()  # brought up to date row by row
+    index.remove("meter")
+    index.apply(turn("more", "And the sourdough rose overnight.", 3, segment="g2"))
+    assert exact()  # a removal moved a row: computed afresh
