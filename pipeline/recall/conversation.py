@@ -32,7 +32,7 @@ SAME_SITTING = timedelta(hours=1)
 class ContextReading:
     """How a memory is read in context: its dense evidence is the better of its own cosine and
     ``share`` × the cosine of its vector plus ``before`` × the previous turn's and ``after`` ×
-    the next turn's (same session, in time order)."""
+    the next turn's (``session_neighbours``)."""
 
     share: float
     before: float
@@ -51,10 +51,10 @@ def session_neighbours(
     get ``-1`` too and are nobody's neighbour).
 
     Only the other speaker's turns: a reply and the turn it answers explain each other, while a
-    speaker's next statement is often about something else ("My flat is on Rua das Flores." /
-    "The office is a 20 minute tram ride away."). Rows are ordered by session, then created
-    time (epoch seconds), then row number (turns said in the same second keep the order they
-    were applied in).
+    speaker's next statement is often about something else ("My daughter starts kindergarten
+    in September." / "We changed the car battery last weekend."). Rows are ordered by session,
+    then created time (epoch seconds), then row number (turns said in the same second keep the
+    order they were applied in).
     """
     count = int(session.shape[0])
     before = np.full(count, -1, dtype=np.int64)
