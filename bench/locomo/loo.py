@@ -151,7 +151,18 @@ IDEAS: tuple[Idea, ...] = (
         "list_focus",
         "a list-shaped question naming one speaker: what the others said counts this much more "
         "(on top of the speaker focus)",
-        tuple((f"{x:g}", _hop(list_focus_factor=x)) for x in (1.0, 0.85, 0.5)),
+        tuple((f"{x:g}", _hop(list_focus_factor=x)) for x in (1.0, 0.85, 0.5, 0.3)),
+    ),
+    Idea(
+        "context",
+        "a memory read in its conversation: its dense evidence is the better of its own cosine "
+        "and share x the cosine of its vector + 0.5 x the previous turn's + 0.3 x the next's",
+        tuple((f"{x:g}", _hop(context_share=x)) for x in (0.0, 0.95, 1.0)),
+    ),
+    Idea(
+        "context_after",
+        "with the context reading on: the weight of the next turn's vector",
+        tuple((f"{x:g}", _hop(context_after=x)) for x in (0.3, 0.0, 0.5)),
     ),
     Idea(
         "current_value",

@@ -16,6 +16,7 @@ import numpy as np
 from pipeline.memory.rules.decay import SECONDS_PER_DAY
 from pipeline.models.encoders import Encoder
 from pipeline.recall.context import Language, format_context, format_line
+from pipeline.recall.conversation import ContextReading
 from pipeline.recall.decompose import decompose
 from pipeline.recall.fusion import RRF_K, Fused, max_rrf, rrf_fuse
 from pipeline.recall.hops import (
@@ -36,7 +37,6 @@ from pipeline.recall.hot_index import (
     NamespaceSearch,
     NamespaceView,
     RowFilter,
-    speaker_of,
 )
 from pipeline.recall.lexical import search_terms
 from pipeline.recall.links import linked
@@ -63,6 +63,8 @@ from pipeline.recall.scoring import (
     relevance,
     replaced_answers,
     said_attribute,
+    session_of,
+    speaker_of,
     status_at,
     supersede_chain,
     truncate_by_gaps,
@@ -345,7 +347,9 @@ class RecallEngine:
     ) -> tuple[list[_Candidate], bool]:
         k = self.policy.candidates_per_path
         # Regions the caller names are a hard filter on every path (folded into the base filter).
-        search = self._search(view, query_vector, at, include_history, explicit)
+        search = self._search(
+            view, query_vector, at, include_history, explicit, context=self.hops.context
+        )
         routed = search.filter(primary)
 
         def listed(where: RowFilter) -> list[tuple[str, float]]:
@@ -604,8 +608,11 @@ class RecallEngine:
         at: datetime,
         include_history: bool,
         regions: list[Region] | None,
+        *,
+        context: ContextReading | None = None,
     ) -> NamespaceSearch:
-        """A search of ``view`` for ``vector`` under this engine's exactness and tuning."""
+        """A search of ``view`` for ``vector`` under this engine's exactness and tuning; the
+        question's own search reads memories in context (``hops.context``), its helpers not."""
         return NamespaceSearch(
             view,
             vector,
@@ -614,6 +621,7 @@ class RecallEngine:
             regions=regions,
             exact=self.exact,
             window_references=self.tuning.window_references,
+            context=context,
         )
 
     def _freshest_of_comparable(
@@ -668,10 +676,7 @@ class RecallEngine:
         """The best ``spread_window`` candidates of a list question spread over sessions
         (``hops.spread_over_sessions``); the rest stay below them."""
         head = candidates[: self.hops.spread_window]
-        sessions = [
-            record.provenance[0].session_id if record.provenance else ""
-            for record in (view.records[c.fused.memory_id] for c in head)
-        ]
+        sessions = [session_of(view.records[c.fused.memory_id]) for c in head]
         order, adjusted = spread_over_sessions(
             [c.score for c in head], sessions, self.hops.list_session_penalty
         )

@@ -34,9 +34,23 @@ import numpy.typing as npt
 
 from pipeline.memory.rules.decay import SECONDS_PER_DAY, decay_rate
 from pipeline.recall.ann import ActivationOrder, AnnIndex, ann_available
+from pipeline.recall.conversation import (
+    ContextReading,
+    Neighbourhood,
+    in_context_cosines,
+    neighbourhood,
+    refreshed,
+    session_neighbours,
+)
 from pipeline.recall.entities import EntityIndex
 from pipeline.recall.lexical import BM25Index, search_terms
-from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning, hidden_since, speaker_of
+from pipeline.recall.scoring import (
+    DEFAULT_TUNING,
+    RecallTuning,
+    hidden_since,
+    session_of,
+    speaker_of,
+)
 from pipeline.recall.temporal import TimeWindow, time_references
 from schemas.errors import HindsightError
 from schemas.memory import REGIONS, MemoryRecord, Region, Watermark
@@ -90,6 +104,22 @@ class NamespaceView:
         self.activation_base = np.full(capacity, -np.inf, dtype=np.float64)
         self.activation_rate = np.zeros(capacity, dtype=np.float64)  # λ per second
         self.hidden_since = np.full(capacity, _NEVER, dtype=np.float64)
+        # Which session a row was said in (a code per session id): its neighbours in the
+        # conversation are the rows of the same session next to it in time.
+        self.session = np.zeros(capacity, dtype=np.int64)
+        self._session_codes: dict[str, int] = {}
+        # Who said it (a code per speaker): a row's neighbours are the other speakers' turns.
+        self.speaker = np.zeros(capacity, dtype=np.int64)
+        self._speaker_codes: dict[str, int] = {}
+        # Bumped when a row is added or removed or its vector, time or session changes: the
+        # cached neighbourhood (``neighbourhood``) is then computed again.
+        self._layout = 0
+        self._neighbours: tuple[tuple[int, bytes], IntArray, IntArray] | None = None
+        self._neighbourhood: tuple[tuple[int, bytes], Neighbourhood] | None = None
+        # Since the neighbourhood was last computed: rows given a new vector, and whether a
+        # removal moved a row (then it is computed afresh).
+        self._new_vectors: set[int] = set()
+        self._rows_moved = False
         self.bm25 = BM25Index()
         self.entities = EntityIndex()
         # (created epoch, id), sorted: temporal windows are two bisects.
@@ -115,6 +145,8 @@ class NamespaceView:
             "activation_base",
             "activation_rate",
             "hidden_since",
+            "session",
+            "speaker",
         ]
 
     def _grow(self) -> None:
@@ -162,8 +194,13 @@ class NamespaceView:
             row = vector if vector is not None else np.zeros(self.dimension, dtype=np.float32)
             if self.ann is not None:
                 self._regraph(slot, row, REGION_CODE[record.region], added)
+            if not added and not np.array_equal(self.matrix[slot], row):
+                self._layout += 1
+                self._new_vectors.add(slot)
             self.matrix[slot] = row
         self.region[slot] = REGION_CODE[record.region]
+        if added or previous is None or previous.created_at != record.created_at:
+            self._layout += 1
         self.created[slot] = record.created_at.timestamp()
         self.importance[slot] = record.importance
         rate = decay_rate(record.base_importance) / SECONDS_PER_DAY
@@ -173,6 +210,12 @@ class NamespaceView:
         self.activation_rate[slot] = rate
         hidden = hidden_since(record)
         self.hidden_since[slot] = hidden.timestamp() if hidden is not None else _NEVER
+        session = self._session_codes.setdefault(session_of(record), len(self._session_codes))
+        speaker = self._speaker_codes.setdefault(speaker_of(record), len(self._speaker_codes))
+        if session != self.session[slot] or speaker != self.speaker[slot]:
+            self._layout += 1
+        self.session[slot] = session
+        self.speaker[slot] = speaker
         if self.by_activation is not None:
             self.by_activation.set(record.id, rate, float(self.activation_base[slot]))
         # Status and activation updates are the common case: re-index text only when it changed.
@@ -307,6 +350,8 @@ class NamespaceView:
         self.bm25.remove(memory_id)
         self.entities.remove(memory_id)
         self._untime(record)
+        self._layout += 1
+        self._rows_moved = True
         self._rescale()
         return record
 
@@ -414,6 +459,41 @@ class NamespaceView:
         return {
             memory_id for _, ref_end, memory_id in self._by_reference[low:high] if ref_end > start
         }
+
+    def neighbours(self, at: float) -> tuple[IntArray, IntArray]:
+        """Each row's neighbours (``conversation.session_neighbours``) among the memories
+        current at ``at`` (nothing forgotten, superseded or said later; ``-1`` for none),
+        cached until the layout or that set of memories changes."""
+        key = self._neighbours_key(at)
+        if self._neighbours is None or self._neighbours[0] != key:
+            size = self.size
+            present = RowFilter(at, include_history=False).mask(self)
+            before, after = session_neighbours(
+                self.session[:size], self.speaker[:size], self.created[:size], present
+            )
+            self._neighbours = (key, before, after)
+        return self._neighbours[1], self._neighbours[2]
+
+    def neighbourhood(self, at: float) -> Neighbourhood:
+        """``neighbours`` with every row's dot products with them (exact scans), cached alike
+        and brought up to date row by row (``conversation.refreshed``)."""
+        key = self._neighbours_key(at)
+        if self._neighbourhood is None or self._neighbourhood[0] != key:
+            before, after = self.neighbours(at)
+            previous = (
+                None
+                if self._rows_moved or self._neighbourhood is None
+                else (self._neighbourhood[1])
+            )
+            changed = np.fromiter(self._new_vectors, dtype=np.int64, count=len(self._new_vectors))
+            hood = refreshed(self.matrix, before, after, previous, changed)
+            self._neighbourhood = (key, hood)
+            self._new_vectors.clear()
+            self._rows_moved = False
+        return self._neighbourhood[1]
+
+    def _neighbours_key(self, at: float) -> tuple[int, bytes]:
+        return self._layout, RowFilter(at, include_history=False).mask(self).tobytes()
 
     def names_a_time(self, memory_id: str) -> bool:
         """True when the memory's own words name a time ("yesterday", "in May 2023")."""
@@ -539,6 +619,7 @@ class NamespaceSearch:
         regions: Collection[Region] | None = None,
         exact: bool = False,
         window_references: bool = False,
+        context: ContextReading | None = None,
     ) -> None:
         if view.dimension is not None and query.shape[0] != view.dimension:
             raise HotIndexError(
@@ -552,6 +633,10 @@ class NamespaceSearch:
             at.timestamp(), include_history, window_references=window_references
         ).narrowed(regions)
         self.approximate = view.ann is not None and not exact
+        # Memories read in their conversation (``conversation``): every row in an exact scan;
+        # in an approximate one the graphs find candidates by their own vectors, and those
+        # candidates are then read in context.
+        self.context = context
         self._similarities: FloatArray | None = None
         self._log_activations: DoubleArray | None = None
         self._masks: dict[RowFilter, BoolArray] = {}
@@ -572,8 +657,7 @@ class NamespaceSearch:
             return np.zeros(len(slots), dtype=np.float64)
         if not self.approximate:
             return self._exact_similarities()[slots].astype(np.float64)
-        result: DoubleArray = (self.view.matrix[slots] @ self.query).astype(np.float64)
-        return result
+        return self._approximate_cosines(slots)
 
     def dense(self, k: int, where: RowFilter) -> list[tuple[int, float]]:
         """Top ``k`` ``(slot, cosine)`` among rows ``where`` accepts, best first."""
@@ -632,8 +716,46 @@ class NamespaceSearch:
 
     def _exact_similarities(self) -> FloatArray:
         if self._similarities is None:
-            self._similarities = self.view.similarities(self.query)
+            own = self.view.similarities(self.query)
+            self._similarities = own if self.context is None else self._in_context(own)
         return self._similarities
+
+    def _in_context(self, own: FloatArray) -> FloatArray:
+        """Every row's dense evidence: the better of its own cosine and the context share of
+        its cosine read with its neighbours (``conversation.in_context_cosines``)."""
+        assert self.context is not None
+        hood = self.view.neighbourhood(self.base.at)
+        in_context = self.context.share * in_context_cosines(
+            own,
+            own[np.maximum(hood.before, 0)],
+            own[np.maximum(hood.after, 0)],
+            hood,
+            self.context.before,
+            self.context.after,
+        )
+        result: FloatArray = np.maximum(own, in_context).astype(own.dtype)
+        return result
+
+    def _approximate_cosines(self, slots: IntArray) -> DoubleArray:
+        """Dense evidence for a few candidate slots of an approximate search: their own cosines,
+        read in context when asked for (the graphs find candidates by their own vectors)."""
+        matrix = self.view.matrix
+        own: DoubleArray = (matrix[slots] @ self.query).astype(np.float64)
+        if self.context is None or slots.size == 0:
+            return own
+        every_before, every_after = self.view.neighbours(self.base.at)
+        before, after = every_before[slots], every_after[slots]
+        hood = neighbourhood(matrix, slots, before, after)
+        in_context = self.context.share * in_context_cosines(
+            own,
+            matrix[np.maximum(before, 0)] @ self.query,
+            matrix[np.maximum(after, 0)] @ self.query,
+            hood,
+            self.context.before,
+            self.context.after,
+        )
+        result: DoubleArray = np.maximum(own, in_context)
+        return result
 
     def _mask(self, where: RowFilter) -> BoolArray:
         mask = self._masks.get(where)
@@ -654,7 +776,7 @@ class NamespaceSearch:
         """Exact cosines for candidate slots, best ``k`` first (ties: lower slot, as ``top_k``)."""
         if slots.size == 0:
             return []
-        sims = (self.view.matrix[slots] @ self.query).astype(np.float32)
+        sims = self._approximate_cosines(slots).astype(np.float32)
         order = np.lexsort((slots, -sims))[:k]
         return [(int(slots[i]), float(sims[i])) for i in order.tolist()]
 

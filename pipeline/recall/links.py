@@ -14,13 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pipeline.recall.hot_index import NamespaceView
+from pipeline.recall.scoring import session_of
 
 CLOSE_CAP = 8  # near copies kept per seed, in multiples of ``per_seed``
-
-
-def _session(view: NamespaceView, memory_id: str) -> str:
-    record = view.records[memory_id]
-    return record.provenance[0].session_id if record.provenance else ""
 
 
 def linked(
@@ -51,7 +47,7 @@ def linked(
     )
     found: dict[str, float] = {}
     for (seed, seed_relevance), close in zip(present, near_copies, strict=True):
-        session = _session(view, seed)
+        session = session_of(view.records[seed])
         strength: dict[str, float] = {}
         for key in view.entities.keys_of(seed):
             key_strength = view.entities.specificity_of(key)
@@ -74,7 +70,7 @@ def linked(
         for value, other in ranked:
             if taken == per_seed:
                 break
-            if _session(view, other) == session or not accept(other):
+            if session_of(view.records[other]) == session or not accept(other):
                 continue
             taken += 1
             inherited = min(1.0, value) * seed_relevance

@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
+from pipeline.recall.conversation import SAME_SITTING
 from pipeline.recall.hot_index import NamespaceView
 from pipeline.recall.lexical import LexicalHit
 from pipeline.recall.temporal import TimeWindow
 
 # A reply further away than this from the turn before it is not read as its answer.
-FOLLOW_UP_WITHIN = timedelta(hours=1)
+FOLLOW_UP_WITHIN = SAME_SITTING
 
 
 def follow_ups(

@@ -289,6 +289,11 @@ def speaker_of(record: MemoryRecord) -> str:
     return record.provenance[0].speaker if record.provenance else ""
 
 
+def session_of(record: MemoryRecord) -> str:
+    """The session the memory was said in: that of its first source turn ("" when unknown)."""
+    return record.provenance[0].session_id if record.provenance else ""
+
+
 def said_attribute(record: MemoryRecord) -> SaidAttribute:
     slot = record.slot
     return SaidAttribute(

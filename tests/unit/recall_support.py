@@ -111,3 +111,32 @@ def history(*entries: tuple[datetime, str]) -> list[HistoryEntry]:
         HistoryEntry(at=at, change=change, cause_event_id=f"cmd-{n}")  # type: ignore[arg-type]
         for n, (at, change) in enumerate(entries)
     ]
+
+
+def turn(
+    memory_id: str,
+    text: str,
+    seconds: int,
+    session: str = "s1",
+    segment: str = "g1",
+    speaker: str | None = None,
+    **changes: Any,
+) -> MemoryRecord:
+    """A conversation turn said ``seconds`` into a conversation 30 days before ``AT``; speakers
+    alternate by default, as in a conversation."""
+    created = AT - timedelta(days=30) + timedelta(seconds=seconds)
+    return make_record(
+        memory_id,
+        text,
+        created_at=created,
+        segment_id=segment,
+        provenance=[
+            SourceTurn(
+                event_id=f"e-{memory_id}",
+                session_id=session,
+                speaker=speaker or ("ana" if seconds % 2 == 0 else "ben"),
+                event_time=created,
+            )
+        ],
+        **changes,
+    )

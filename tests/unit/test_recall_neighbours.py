@@ -1,37 +1,9 @@
-from datetime import timedelta
-
-from recall_support import AT, HashingEncoder, make_record
+from recall_support import AT, HashingEncoder, turn
 
 from pipeline.recall import HotIndex, RecallEngine
 from pipeline.recall.lexical import tokenize
 from pipeline.recall.neighbours import follow_ups
-from schemas.memory import MemoryRecord, SourceTurn
-
-
-def turn(
-    memory_id: str,
-    text: str,
-    seconds: int,
-    session: str = "s1",
-    segment: str = "g1",
-    speaker: str | None = None,
-) -> MemoryRecord:
-    created = AT - timedelta(days=30) + timedelta(seconds=seconds)
-    return make_record(
-        memory_id,
-        text,
-        created_at=created,
-        segment_id=segment,
-        provenance=[
-            SourceTurn(
-                event_id=f"e-{memory_id}",
-                session_id=session,
-                # Alternating speakers by default, as in a conversation.
-                speaker=speaker or ("ana" if seconds % 2 == 0 else "ben"),
-                event_time=created,
-            )
-        ],
-    )
+from schemas.memory import MemoryRecord
 
 
 def index_of(*records: MemoryRecord) -> HotIndex:
