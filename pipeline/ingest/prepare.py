@@ -408,8 +408,7 @@ def prepare_batch(
     policies: PolicyBook | None = None,
     attributes: AttributeModel | None = None,
 ) -> PreparedBatch:
-    """Prepare a batch: one encoder call for every remembered turn (and its slot frame) and
-    every forget query.
+    """Prepare a batch: one encoder call for every remembered turn and every forget query.
 
     With a learned ``classifier`` every turn's search text is embedded, because the filter reads
     that vector; with ``None`` the rules decide first and only remembered turns are embedded.

@@ -56,9 +56,9 @@ def slot_vector(slot: Slot | None, statement_vector: Vector | None) -> Vector | 
     """The vector a statement's slot is compared by: the statement's own.
 
     Builds before 2026-12-03 embedded the frame (the statement with its values masked) as a
-    second text; on the update pairs the statement's own vector decides every pair alike
-    (docs/UPDATES.md, "one encoder pass"), and the second text doubled the encoder's work. A frame
-    vector recorded in an older event is still the one read, so its replay decides as it did.
+    second text, which doubled the encoder's work; on the update pairs the statement's own vector
+    decides every pair alike (docs/UPDATES.md, "One encoder pass per statement"). A frame vector
+    recorded in an older event is still the one read, so its replay decides as it did.
     """
     if slot is None:
         return None
@@ -584,7 +584,7 @@ def _amount_moved(text: str, spans: list[Span]) -> bool:
 
 
 def slot_of(text: str) -> Slot:
-    """The statement's slot signal, without its vector (``prepare`` embeds ``frame``)."""
+    """The statement's slot signal (compared by the statement's own vector, ``slot_vector``)."""
     spans = value_spans(text)
     frame = masked(text, spans)
     return Slot(
