@@ -78,7 +78,9 @@ class Slot(BaseModel):
     ends: bool = False  # says something stopped ("gave up", 戒了)
     corrects: bool = False  # says what was told before was wrong ("my bad", 说错了)
     amount_moved: bool = False  # a number right after words that say it moved ("up to", 涨到)
-    vector_b64: str | None = None  # the frame's embedding: float32 little-endian, base64
+    # The masked frame's embedding (float32 little-endian, base64), recorded by builds before
+    # 2026-12-03; now None: the slot is compared by the statement's own vector (slots.slot_vector).
+    vector_b64: str | None = None
     # The attribute model's answer (pipeline/models/attributes.py): which attribute the statement
     # gives a value of, how sure it is, and whether a person holds one value of it at a time.
     attribute: str | None = None

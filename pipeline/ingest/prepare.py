@@ -65,7 +65,6 @@ from schemas.prepared import (
     ModelIds,
     Rejected,
     TurnAnalysis,
-    Vector,
     encode_vector,
 )
 from schemas.sealed import Sealed
@@ -357,10 +356,10 @@ def analysis_for(
 
 
 def slot_signal(analysis: TurnAnalysis) -> Slot | None:
-    """The slot signal of a remembered statement; its ``frame`` is embedded with the batch.
+    """The slot signal of a remembered statement (its slot is compared by the statement's own
+    vector, ``slots.slot_vector``: nothing more to embed).
 
-    Procedures, emotions and small talk never take part in an update, so they get none (and
-    cost no encoding).
+    Procedures, emotions and small talk never take part in an update, so they get none.
     """
     return slot_of(analysis.content) if takes_slot(analysis) else None
 
@@ -369,14 +368,12 @@ def takes_slot(analysis: TurnAnalysis) -> bool:
     return analysis.remember and analysis.kind not in NEVER_UPDATES
 
 
-def with_slot_vector(
-    analysis: TurnAnalysis, slot: Slot, frame_vector: Vector, guess: AttributeGuess | None = None
+def with_slot(
+    analysis: TurnAnalysis, slot: Slot, guess: AttributeGuess | None = None
 ) -> TurnAnalysis:
-    """The analysis with its slot's frame vector and, if the attribute model read it, the
-    attribute the statement gives a value of."""
-    update: dict[str, Any] = {"vector_b64": encode_vector(frame_vector)}
-    if guess is not None:
-        update |= guess.slot_fields()
+    """The analysis with its slot signal and, if the attribute model read it, the attribute the
+    statement gives a value of."""
+    update: dict[str, Any] = guess.slot_fields() if guess is not None else {}
     return analysis.model_copy(update={"slot": slot.model_copy(update=update)})
 
 
@@ -411,13 +408,10 @@ def prepare_batch(
     policies: PolicyBook | None = None,
     attributes: AttributeModel | None = None,
 ) -> PreparedBatch:
-    """Prepare a batch: one encoder call for every remembered turn (and its slot frame) and
-    every forget query.
+    """Prepare a batch: one encoder call for every remembered turn and every forget query.
 
     With a learned ``classifier`` every turn's search text is embedded, because the filter reads
-    that vector, and the slot frames of the statements it keeps follow in a second call (their
-    kind is known only then); with ``None`` the rules decide first and only remembered turns are
-    embedded.
+    that vector; with ``None`` the rules decide first and only remembered turns are embedded.
     ``extractions`` ((namespace, turn event id) → recorded LLM extraction) override either for
     those turns; they come from the log, never from a live call here (I2). ``keys`` opens sealed
     inputs and seals each prepared event with its input's key; an input whose key was destroyed
@@ -458,7 +452,7 @@ def prepare_batch(
     used: dict[int, ExtractionRecorded] = {}
     texts: list[str] = []
     text_of: dict[int, int] = {}
-    slot_of_turn: dict[int, tuple[Slot, int]] = {}  # index -> (slot, its frame's text index)
+    slot_of_turn: dict[int, Slot] = {}  # index -> its statement's slot signal
     for index, (_, event) in enumerate(decoded):
         if isinstance(event, TurnRecorded):
             record = recorded.get((event.namespace, event.event_id))
@@ -480,8 +474,7 @@ def prepare_batch(
                     texts.append(analysis.search_text)
                 slot = slot_signal(analysis)
                 if slot is not None:
-                    slot_of_turn[index] = (slot, len(texts))
-                    texts.append(slot.frame)
+                    slot_of_turn[index] = slot
         elif isinstance(event, CommandIssued) and event.query is not None:
             text_of[index] = len(texts)
             texts.append(event.query)
@@ -494,25 +487,16 @@ def prepare_batch(
             classifier, to_classify, vectors, text_of, time_notes=time_notes, memo=memo
         )
         analyses.update(learned)
-        # The kind is known only now: the frames of the statements kept take a second call
-        # (embedding every turn's frame up front would double the encoder's work).
-        frames: list[str] = []
-        for index, analysis in learned.items():
+        for index, analysis in learned.items():  # the kind is known only now
             slot = slot_signal(analysis)
             if slot is not None:
-                slot_of_turn[index] = (slot, len(texts) + len(frames))
-                frames.append(slot.frame)
-        if frames:
-            started = time.perf_counter()
-            vectors = np.concatenate([vectors, encoder.encode(frames)])
-            batch.encode_seconds += time.perf_counter() - started
-            batch.counts["encoded_texts"] += len(frames)
+                slot_of_turn[index] = slot
 
     guesses = (
         attribute_guesses(
             attributes,
             analyses,
-            {index: slot for index, (slot, _) in slot_of_turn.items()},
+            slot_of_turn,
             vectors,
             text_of,
             memo,
@@ -555,10 +539,7 @@ def prepare_batch(
                     update={"vector_b64": encode_vector(vector)}
                 )
             if turn_analysis is not None and index in slot_of_turn:
-                slot, frame_index = slot_of_turn[index]
-                turn_analysis = with_slot_vector(
-                    turn_analysis, slot, vectors[frame_index], guesses.get(index)
-                )
+                turn_analysis = with_slot(turn_analysis, slot_of_turn[index], guesses.get(index))
             prepared = EventPrepared(
                 source=message.position,
                 models=models,

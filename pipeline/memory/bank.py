@@ -17,7 +17,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.memory.rules.slots import named_values
+from pipeline.memory.rules.slots import named_values, slot_vector
 from schemas.memory import (
     BankCounters,
     ChangeType,
@@ -26,7 +26,6 @@ from schemas.memory import (
     Region,
     Triplet,
 )
-from schemas.prepared import decode_vector
 
 Vector = npt.NDArray[np.float32]
 
@@ -160,8 +159,8 @@ class NamespaceBank:
             vector = np.asarray(record.vector, np.float32)
             self._vector_of[record.id] = vector
             self._rows[record.region].append(record.id, vector)
-            if record.slot is not None and record.slot.vector_b64 is not None:
-                frame = decode_vector(record.slot.vector_b64)
+            frame = slot_vector(record.slot, vector)
+            if frame is not None:
                 self._slot_vector_of[record.id] = frame
                 self._slot_rows.append(record.id, frame)
             if record.slot is not None:

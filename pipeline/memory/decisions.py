@@ -23,7 +23,7 @@ from pipeline.memory.rules.segmentation import is_boundary
 from pipeline.runtime.settings import MemoryPolicy
 from schemas.events import CommandIssued, MemoriesRecalled, TurnRecorded
 from schemas.memory import ChangeType, HistoryEntry, MemoryRecord, SourceTurn
-from schemas.prepared import TurnAnalysis, decode_vector
+from schemas.prepared import TurnAnalysis
 
 LINK_CANDIDATES = 20
 # Memories whose slot frames are closest to a new statement's, checked by the update rule (the
@@ -156,10 +156,10 @@ def _says_more(existing: MemoryRecord, prepared: PreparedTurn) -> bool:
 
 
 def statement_of(bank: NamespaceBank, record: MemoryRecord) -> slots.Statement:
-    """A memory as the update rule sees it (its frame vector from the bank's index if stored)."""
+    """A memory as the update rule sees it (its slot vector from the bank's index if stored)."""
     frame = bank.slot_vector(record.id)
-    if frame is None and record.slot is not None and record.slot.vector_b64 is not None:
-        frame = decode_vector(record.slot.vector_b64)
+    if frame is None:
+        frame = slots.slot_vector(record.slot, _vector_of(bank, record))
     return slots.Statement(
         speaker=record.provenance[0].speaker if record.provenance else "",
         kind=record.kind,
@@ -188,9 +188,7 @@ def _turn_statement(prepared: PreparedTurn) -> slots.Statement:
         region=analysis.region,
         triplet=analysis.triplet,
         slot=slot,
-        frame_vector=(
-            decode_vector(slot.vector_b64) if slot is not None and slot.vector_b64 else None
-        ),
+        frame_vector=slots.slot_vector(slot, prepared.vector),
         vector=prepared.vector,
         session=prepared.turn.session_id,
     )

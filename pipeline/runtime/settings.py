@@ -59,8 +59,8 @@ class MemoryPolicy:
     # Append the dates a turn's relative time phrases resolve to ("yesterday" -> "7 May 2023")
     # to its search text (``memory.rules.extraction.time_note``), at prepare time.
     time_notes: bool = True
-    # Updates by slot (docs/UPDATES.md): frames this close are one slot; or this close at least
-    # and sharing this share of the shorter frame's content words.
+    # Updates by slot (docs/UPDATES.md): statements this close are one slot; or this close at
+    # least and their frames sharing this share of the shorter frame's content words.
     slot_cosine: float = 0.80
     slot_cosine_floor: float = 0.50
     slot_term_overlap: float = 0.50

@@ -411,10 +411,9 @@ def test_a_content_override_is_what_the_memory_keeps_embeds_and_is_addressed_by(
     [memory] = stages.bank("acme").records.values()
     assert memory.content == rewritten
     assert memory.search_text == f"Alice: {rewritten}"
-    # The slot frame is the rewritten content's too.
-    assert stages.encoder.calls == [
-        [f"Alice: {rewritten}", "Alice moved the billing database to …"]
-    ]
+    # The slot is the rewritten content's too.
+    assert stages.encoder.calls == [[f"Alice: {rewritten}"]]
+    assert memory.slot is not None and memory.slot.frame == "Alice moved the billing database to …"
     assert memory.id == memory_id("acme", [record.turn_event_id], rewritten)
     assert memory.source_event_ids == [record.turn_event_id]  # provenance is still the turn
 

@@ -210,16 +210,9 @@ def test_one_encoder_call_for_the_remembered_turns_and_the_forget_queries() -> N
         encoder=encoder,
     )
 
-    # Each remembered turn is followed by its slot frame (values masked), all in one call.
-    assert encoder.calls == [
-        [
-            f"alice: {MYSQL}",
-            "We use … for the billing database",
-            FORGET,
-            f"bob: {OFFICE}",
-            "The office is in the city center",
-        ]
-    ]
+    # The remembered turns and the forget query, all in one call (a slot is compared by its
+    # statement's own vector, so nothing more is embedded for it).
+    assert encoder.calls == [[f"alice: {MYSQL}", FORGET, f"bob: {OFFICE}"]]
     prepared = [p for _, p in batch.prepared]
     hi, mysql, by_query, by_ids, signal, office = prepared
     assert hi.analysis is not None and not hi.analysis.remember
@@ -239,7 +232,7 @@ def test_one_encoder_call_for_the_remembered_turns_and_the_forget_queries() -> N
         "CommandIssued": 2,
         "MemoriesRecalled": 1,
         "plain_inputs": 6,  # no envelope: a raw producer's input cannot be shredded
-        "encoded_texts": 5,  # two remembered turns, their two slot frames, one forget query
+        "encoded_texts": 3,  # two remembered turns, one forget query
     }
 
 
@@ -377,7 +370,7 @@ def prepare_learned(
     return prepare_batch(list(messages), encoder, extractions, classifier=classifier)  # type: ignore[arg-type]
 
 
-def test_learned_every_turn_is_embedded_in_one_call_and_kept_frames_in_a_second() -> None:
+def test_learned_every_turn_is_embedded_in_one_call() -> None:
     encoder = labelled(greeting="hi there", fact=MYSQL, question="what time is it?")
     log = Log()
 
@@ -391,7 +384,6 @@ def test_learned_every_turn_is_embedded_in_one_call_and_kept_frames_in_a_second(
 
     assert encoder.calls == [
         ["alice: hi there", f"alice: {MYSQL}", FORGET, "bob: what time is it?"],
-        ["We use … for the billing database"],  # the slot frame of the one statement kept
     ]
     hi, mysql, forget, question = [p for _, p in batch.prepared]
     assert all(p.models.classifier == "tiny-classifier-test" for p in (hi, mysql, forget, question))
@@ -413,11 +405,12 @@ def test_learned_every_turn_is_embedded_in_one_call_and_kept_frames_in_a_second(
     )
     assert mysql.analysis.triplet is not None and mysql.analysis.triplet.value == "MySQL"
     np.testing.assert_array_equal(mysql.analysis.vector(), encoder.row(f"alice: {MYSQL}"))
-    assert mysql.analysis.slot is not None and mysql.analysis.slot.vector_b64 is not None
+    assert mysql.analysis.slot is not None and mysql.analysis.slot.vector_b64 is None
+    assert mysql.analysis.slot.frame == "We use … for the billing database"
     assert hi.analysis.slot is None and question.analysis.slot is None
     assert forget.query_vector() is not None
     assert batch.counts["filtered"] == 2
-    assert batch.counts["encoded_texts"] == 5  # both calls count: four turn texts, one frame
+    assert batch.counts["encoded_texts"] == 4  # the four texts of the one call
 
 
 @pytest.mark.parametrize(

@@ -20,11 +20,13 @@ from pipeline.memory.rules.slots import (
     adds_a_value,
     chinese_number,
     slot_of,
+    slot_vector,
     update_reason,
     value_spans,
 )
 from pipeline.runtime.settings import MemoryPolicy
-from schemas.memory import Kind, Region
+from schemas.memory import Kind, Region, Slot
+from schemas.prepared import encode_vector
 
 POLICY = MemoryPolicy()
 
@@ -180,37 +182,47 @@ PORT_OLD = "The dev server listens on port 8080."
 PORT_NEW = "dev server port is 5173"
 
 
+# The two statements close as wholes (given by hand): the slot is compared by their own vectors.
+PORT_VECTORS = {PORT_OLD: [1.0, 0.0, 0.0], PORT_NEW: at_cosine(0.95)}
+
+
 def test_a_slot_update_supersedes_through_the_stages_and_keeps_the_old_memory() -> None:
-    # The turns themselves are far apart; their frames are close (given by hand).
-    encoder = ExactEncoder(
-        {
-            PORT_OLD: [1.0, 0.0, 0.0],
-            PORT_NEW: [0.0, 1.0, 0.0],
-            "The dev server listens on port ….": [0.0, 0.0, 1.0],
-            "dev server port is …": [0.0, 0.3, 1.0],
-        }
-    )
+    encoder = ExactEncoder(PORT_VECTORS)
     stages, log = Stages(encoder), Log()
-    stages.process([log.turn(PORT_OLD, T0), log.turn(PORT_NEW, T0 + 3 * DAY)])
+    processed = stages.process([log.turn(PORT_OLD, T0), log.turn(PORT_NEW, T0 + 3 * DAY)])
 
     records = by_content(stages)
     old, new = records[PORT_OLD], records[PORT_NEW]
     assert old.status == "superseded" and old.superseded_by == new.id
     assert old.valid_to == new.valid_from
-    assert "slot: frame cosine" in old.history[-1].detail
-    assert old.slot is not None and old.slot.vector_b64 is not None  # restored with the record
+    assert "slot: frame cosine 0.950" in old.history[-1].detail
+    # Nothing more was embedded for the slot: one text per statement.
+    assert processed.prepared.counts["encoded_texts"] == 2
+    assert old.slot is not None and old.slot.vector_b64 is None
+
+
+def test_far_apart_statements_of_one_frame_are_not_one_slot() -> None:
+    # Before 2026-12-03 the masked frames were embedded and compared; now the statements are,
+    # and statements this far apart (cosine 0) are two slots even though their frames match.
+    encoder = ExactEncoder({PORT_OLD: [1.0, 0.0, 0.0], PORT_NEW: [0.0, 1.0, 0.0]})
+    stages, log = Stages(encoder), Log()
+    stages.process([log.turn(PORT_OLD, T0), log.turn(PORT_NEW, T0 + 3 * DAY)])
+    assert by_content(stages)[PORT_OLD].status == "active"
+
+
+def test_a_frame_vector_recorded_by_an_earlier_build_is_still_the_one_read() -> None:
+    # Replay of an older log decides as the build that wrote it did.
+    recorded = np.asarray(at_cosine(0.6), np.float32)
+    older = Slot(frame="…", vector_b64=encode_vector(recorded))
+    own = np.asarray([1.0, 0.0], np.float32)
+    assert np.array_equal(slot_vector(older, own), recorded)
+    assert np.array_equal(slot_vector(Slot(frame="…"), own), own)
+    assert slot_vector(None, own) is None
 
 
 def test_a_bank_restored_between_the_two_statements_still_supersedes() -> None:
-    # The older memory's frame vector comes back from its record, not from any cache (I2).
-    encoder = ExactEncoder(
-        {
-            PORT_OLD: [1.0, 0.0, 0.0],
-            PORT_NEW: [0.0, 1.0, 0.0],
-            "The dev server listens on port ….": [0.0, 0.0, 1.0],
-            "dev server port is …": [0.0, 0.3, 1.0],
-        }
-    )
+    # The older memory's slot vector comes back from its record, not from any cache (I2).
+    encoder = ExactEncoder(PORT_VECTORS)
     pipeline = LocalPipeline(encoder)
     log = Log()
     for text, at in ((PORT_OLD, T0), (PORT_NEW, T0 + 3 * DAY)):

@@ -5,9 +5,9 @@ Two halves, both pure:
 * ``slot_of(text)`` (run by ``prepare``) finds the statement's *value spans* — numbers (digits
   and Chinese numerals, with their units left in place), identifiers, e-mail addresses, quoted
   titles, named things, technology names and task-state words (planned / in progress / done,
-  English and Chinese) — and the *frame*: the statement with those spans masked. ``prepare``
-  embeds the frame in the same encoder call as the turn, so two statements of one slot ("the dev
-  server listens on port _", "dev server port is _") land close together whatever their values.
+  English and Chinese) — and the *frame*: the statement with those spans masked, whose words
+  say which slot it is about. A slot is compared by the statement's own vector
+  (``slot_vector``); a frame vector recorded by an earlier build is still read.
 * ``slot_update(older, newer, policy)`` (run by ``consolidate``) decides from the two records'
   slot signals, their kinds and their speakers whether the newer one supersedes the older.
 
@@ -20,8 +20,8 @@ The rule (docs/UPDATES.md has the measurements behind each threshold):
    statement carrying a task state (planned / in progress) is stateful even if told as an event.
 3. Neither is a procedure, an emotion or small talk, and the newer one is not additive ("also",
    "too", 也, 另外): a second hobby is not a contradiction. Questions state no value.
-4. Same slot: the frames are close (``slot_cosine``), or they share enough content words
-   (``slot_term_overlap``) with a frame cosine above a floor.
+4. Same slot: the statements are close (``slot_cosine``), or their frames share enough content
+   words (``slot_term_overlap``) with a cosine above a floor.
 5. Different value: each side has a value the other lacks (a substitution, not an elaboration),
    and the two do not name two different subjects (both sides name things, share none, and more
    than one value changed on each side: "Anna is 34" / "Ben is 36" are two people).
@@ -46,9 +46,27 @@ from pipeline.memory.rules.text import language_of, normalise
 from pipeline.recall.lexical import tokenize
 from pipeline.runtime.settings import MemoryPolicy
 from schemas.memory import Kind, Region, Slot, Triplet
+from schemas.prepared import decode_vector
 
 MASK = "…"
 Vector = npt.NDArray[np.float32]
+
+
+def slot_vector(slot: Slot | None, statement_vector: Vector | None) -> Vector | None:
+    """The vector a statement's slot is compared by: the statement's own.
+
+    Builds before 2026-12-03 embedded the frame (the statement with its values masked) as a
+    second text, which doubled the encoder's work; on the update pairs the statement's own vector
+    decides every pair alike (docs/UPDATES.md, "One encoder pass per statement"). A frame vector
+    recorded in an older event is still the one read, so its replay decides as it did.
+    """
+    if slot is None:
+        return None
+    if slot.vector_b64 is not None:
+        return decode_vector(slot.vector_b64)
+    return statement_vector
+
+
 jieba.setLogLevel(logging.WARNING)
 # jieba's part-of-speech tags for names: people, places, organisations, other proper nouns.
 # ("nz", other proper nouns, is left out: jieba gives it to common words such as 论文.)
@@ -566,7 +584,7 @@ def _amount_moved(text: str, spans: list[Span]) -> bool:
 
 
 def slot_of(text: str) -> Slot:
-    """The statement's slot signal, without its vector (``prepare`` embeds ``frame``)."""
+    """The statement's slot signal (compared by the statement's own vector, ``slot_vector``)."""
     spans = value_spans(text)
     frame = masked(text, spans)
     return Slot(
