@@ -34,7 +34,7 @@ from pipeline.models.encoders import (
     encode_one_at_a_time_once,
     load_encoder_of,
 )
-from pipeline.models.trained_files import load_trained_file
+from pipeline.models.trained_files import load_trained_file, manifest_field
 from schemas.errors import HindsightError
 
 WEIGHTS_DIR = Path(__file__).with_name("weights")
@@ -150,12 +150,7 @@ class AttributeModel:
 
 
 def _field(manifest: dict[str, Any], name: str, kind: type) -> Any:
-    if name not in manifest:
-        raise AttributeFileError(f"{name}: missing from the attribute model's manifest")
-    value = manifest[name]
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise AttributeFileError(f"{name}: expected {kind.__name__}, got {value!r}")
-    return value
+    return manifest_field(manifest, name, kind, AttributeFileError, "the attribute model's")
 
 
 def load_attribute_model(

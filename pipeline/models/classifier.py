@@ -45,7 +45,7 @@ from pipeline.models.encoders import (
     encode_one_at_a_time_once,
     load_encoder_of,
 )
-from pipeline.models.trained_files import load_trained_file
+from pipeline.models.trained_files import load_trained_file, manifest_field
 from schemas.errors import HindsightError
 from schemas.memory import Kind
 
@@ -351,14 +351,7 @@ class TurnClassifier:
 
 
 def _field(manifest: dict[str, Any], name: str, kind: type) -> Any:
-    if name not in manifest:
-        raise ClassifierFileError(f"{name}: missing from the classifier manifest")
-    value = manifest[name]
-    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
-        return value
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise ClassifierFileError(f"{name}: expected {kind.__name__}, got {value!r}")
-    return value
+    return manifest_field(manifest, name, kind, ClassifierFileError, "the classifier")
 
 
 def load_turn_classifier(

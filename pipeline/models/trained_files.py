@@ -26,10 +26,18 @@ def versioned_id(name: str, weights_sha256: str) -> str:
     return f"{name}-{weights_sha256[:12]}"
 
 
-def _text(manifest: dict[str, Any], name: str, error: type[HindsightError]) -> str:
-    value = manifest.get(name)
-    if not isinstance(value, str):
-        raise error(f"{name}: expected a string in the manifest, got {value!r}")
+def manifest_field(
+    manifest: dict[str, Any], name: str, kind: type, error: type[HindsightError], owner: str
+) -> Any:
+    """``manifest[name]``, checked to be a ``kind`` (an int passes as a float, a bool never
+    passes as a number); failures raise ``error`` naming the field and ``owner``'s manifest."""
+    if name not in manifest:
+        raise error(f"{name}: missing from {owner} manifest")
+    value = manifest[name]
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise error(f"{name}: expected {kind.__name__}, got {value!r}")
     return value
 
 
@@ -46,15 +54,15 @@ def load_trained_file(
         raise error(f"{manifest_path}: cannot read the manifest ({problem})") from None
     if not isinstance(manifest, dict):
         raise error(f"{manifest_path}: the manifest is not a JSON object")
-    arrays_path = directory / _text(manifest, "weights_file", error)
+    arrays_path = directory / manifest_field(manifest, "weights_file", str, error, "the")
     try:
         digest = hashlib.sha256(arrays_path.read_bytes()).hexdigest()
     except OSError as problem:
         raise error(f"weights_file: cannot read {arrays_path} ({problem})") from None
-    if digest != _text(manifest, "weights_sha256", error):
+    if digest != manifest_field(manifest, "weights_sha256", str, error, "the"):
         raise error(f"weights_sha256: {arrays_path} does not match its manifest")
     expected = versioned_id(name, digest)
-    if _text(manifest, "model_id", error) != expected:
+    if manifest_field(manifest, "model_id", str, error, "the") != expected:
         raise error(
             f"model_id: {manifest_path} holds {manifest['model_id']!r}, expected {expected!r}"
         )
