@@ -181,3 +181,20 @@ def in_context_cosines(
     safe = np.where(norm > 1e-9, norm, 1.0)
     result: npt.NDArray[np.float64] = np.where(norm > 1e-9, numerator / safe, 0.0)
     return result
+
+
+def context_evidence(
+    own: FloatArray,
+    before: FloatArray,
+    after: FloatArray,
+    hood: Neighbourhood,
+    reading: ContextReading,
+) -> npt.NDArray[np.float64]:
+    """Each row's dense evidence read in context: the better of its own cosine and
+    ``reading.share`` × its cosine read with its neighbours (``in_context_cosines``; ``before``
+    and ``after`` are the query's cosines with each row's neighbours)."""
+    in_context = reading.share * in_context_cosines(
+        own, before, after, hood, reading.before, reading.after
+    )
+    result: npt.NDArray[np.float64] = np.maximum(np.asarray(own, dtype=np.float64), in_context)
+    return result

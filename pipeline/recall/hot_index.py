@@ -37,7 +37,7 @@ from pipeline.recall.ann import ActivationOrder, AnnIndex, ann_available
 from pipeline.recall.conversation import (
     ContextReading,
     Neighbourhood,
-    in_context_cosines,
+    context_evidence,
     neighbourhood,
     refreshed,
     session_neighbours,
@@ -464,10 +464,13 @@ class NamespaceView:
         """Each row's neighbours (``conversation.session_neighbours``) among the memories
         current at ``at`` (nothing forgotten, superseded or said later; ``-1`` for none),
         cached until the layout or that set of memories changes."""
-        key = self._neighbours_key(at)
+        return self._neighbours_of(*self._present(at))
+
+    def _neighbours_of(
+        self, key: tuple[int, bytes], present: BoolArray
+    ) -> tuple[IntArray, IntArray]:
         if self._neighbours is None or self._neighbours[0] != key:
             size = self.size
-            present = RowFilter(at, include_history=False).mask(self)
             before, after = session_neighbours(
                 self.session[:size], self.speaker[:size], self.created[:size], present
             )
@@ -477,13 +480,11 @@ class NamespaceView:
     def neighbourhood(self, at: float) -> Neighbourhood:
         """``neighbours`` with every row's dot products with them (exact scans), cached alike
         and brought up to date row by row (``conversation.refreshed``)."""
-        key = self._neighbours_key(at)
+        key, present = self._present(at)
         if self._neighbourhood is None or self._neighbourhood[0] != key:
-            before, after = self.neighbours(at)
+            before, after = self._neighbours_of(key, present)
             previous = (
-                None
-                if self._rows_moved or self._neighbourhood is None
-                else (self._neighbourhood[1])
+                None if self._rows_moved or self._neighbourhood is None else self._neighbourhood[1]
             )
             changed = np.fromiter(self._new_vectors, dtype=np.int64, count=len(self._new_vectors))
             hood = refreshed(self.matrix, before, after, previous, changed)
@@ -492,8 +493,11 @@ class NamespaceView:
             self._rows_moved = False
         return self._neighbourhood[1]
 
-    def _neighbours_key(self, at: float) -> tuple[int, bytes]:
-        return self._layout, RowFilter(at, include_history=False).mask(self).tobytes()
+    def _present(self, at: float) -> tuple[tuple[int, bytes], BoolArray]:
+        """The rows of memories current at ``at`` (the only ones that lend their words), and
+        the key the cached neighbours are kept under: the layout and that set of rows."""
+        present = RowFilter(at, include_history=False).mask(self)
+        return (self._layout, present.tobytes()), present
 
     def names_a_time(self, memory_id: str) -> bool:
         """True when the memory's own words name a time ("yesterday", "in May 2023")."""
@@ -722,18 +726,13 @@ class NamespaceSearch:
 
     def _in_context(self, own: FloatArray) -> FloatArray:
         """Every row's dense evidence: the better of its own cosine and the context share of
-        its cosine read with its neighbours (``conversation.in_context_cosines``)."""
+        its cosine read with its neighbours (``conversation.context_evidence``)."""
         assert self.context is not None
         hood = self.view.neighbourhood(self.base.at)
-        in_context = self.context.share * in_context_cosines(
-            own,
-            own[np.maximum(hood.before, 0)],
-            own[np.maximum(hood.after, 0)],
-            hood,
-            self.context.before,
-            self.context.after,
+        before, after = own[np.maximum(hood.before, 0)], own[np.maximum(hood.after, 0)]
+        result: FloatArray = context_evidence(own, before, after, hood, self.context).astype(
+            own.dtype
         )
-        result: FloatArray = np.maximum(own, in_context).astype(own.dtype)
         return result
 
     def _approximate_cosines(self, slots: IntArray) -> DoubleArray:
@@ -746,16 +745,9 @@ class NamespaceSearch:
         every_before, every_after = self.view.neighbours(self.base.at)
         before, after = every_before[slots], every_after[slots]
         hood = neighbourhood(matrix, slots, before, after)
-        in_context = self.context.share * in_context_cosines(
-            own,
-            matrix[np.maximum(before, 0)] @ self.query,
-            matrix[np.maximum(after, 0)] @ self.query,
-            hood,
-            self.context.before,
-            self.context.after,
-        )
-        result: DoubleArray = np.maximum(own, in_context)
-        return result
+        to_before = matrix[np.maximum(before, 0)] @ self.query
+        to_after = matrix[np.maximum(after, 0)] @ self.query
+        return context_evidence(own, to_before, to_after, hood, self.context)
 
     def _mask(self, where: RowFilter) -> BoolArray:
         mask = self._masks.get(where)
