@@ -21,6 +21,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -478,13 +479,23 @@ def prepare_batch(
         elif isinstance(event, CommandIssued) and event.query is not None:
             text_of[index] = len(texts)
             texts.append(event.query)
+    judged = judged_by_model(classifier, to_classify) if classifier is not None else []
+    ahead = second_vectors_ahead(classifier, to_classify, judged, time_notes, memo)
     started = time.perf_counter()
     vectors = encoder.encode(texts)
     batch.encode_seconds = time.perf_counter() - started
     batch.counts["encoded_texts"] += len(texts)
+    if ahead is not None:
+        ahead.result()  # the memo is the main thread's again
     if classifier is not None and to_classify:
         learned = classify_turns(
-            classifier, to_classify, vectors, text_of, time_notes=time_notes, memo=memo
+            classifier,
+            to_classify,
+            vectors,
+            text_of,
+            time_notes=time_notes,
+            memo=memo,
+            judged=judged,
         )
         analyses.update(learned)
         for index, analysis in learned.items():  # the kind is known only now
@@ -560,6 +571,36 @@ def prepare_batch(
     return batch
 
 
+def judged_by_model(classifier: TurnClassifier, turns: Mapping[int, TurnRecorded]) -> list[int]:
+    """The turns (batch indices, in order) the model is asked about: every one, or under the gate
+    only those it may filter or the echo rule may read (:func:`gate_judges`); the rest are the
+    rules' alone (no keep probability recorded), which spares the second encoder most long turns."""
+    gate = classifier.mode == "gate"
+    return [index for index in turns if not gate or gate_judges(turns[index].text)]
+
+
+# One thread beside the first encoder: the classifier's second-encoder vectors are computed while
+# the first encoder runs (both spend their time in native code that releases the GIL), so on a
+# spare core the second encoder's time leaves the batch's. The vectors are each text's own either
+# way (``encode_one_at_a_time``): only when they are computed changes.
+_SECOND_ENCODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="second-encoder")
+
+
+def second_vectors_ahead(
+    classifier: TurnClassifier | None,
+    turns: Mapping[int, TurnRecorded],
+    judged: Sequence[int],
+    time_notes: bool,
+    memo: VectorMemo,
+) -> Future[Vectors] | None:
+    """Start computing the second vectors of the ``judged`` turns into ``memo`` (which the caller
+    leaves alone until the future is done); None when there is nothing to compute."""
+    if classifier is None or classifier.second_encoder_name is None or not judged:
+        return None
+    texts = [turn_search_text(turns[index], time_notes=time_notes) for index in judged]
+    return _SECOND_ENCODER.submit(classifier.second_vectors, texts, memo)
+
+
 def classify_turns(
     classifier: TurnClassifier,
     turns: Mapping[int, TurnRecorded],
@@ -568,25 +609,23 @@ def classify_turns(
     *,
     time_notes: bool = True,
     memo: VectorMemo | None = None,
+    judged: Sequence[int] | None = None,
 ) -> dict[int, TurnAnalysis]:
-    """The learned analyses of ``turns`` (by batch index) from their rows of the batch's vectors.
-
-    The gate asks the model only about the turns it may filter or the echo rule may read
-    (:func:`gate_judges`); the rest are the rules' alone (no keep probability recorded), which
-    spares the classifier's second encoder most long turns."""
-    gate = classifier.mode == "gate"
-    order = [index for index in turns if not gate or gate_judges(turns[index].text)]
-    judged = set(order)
+    """The learned analyses of ``turns`` (by batch index) from their rows of the batch's vectors;
+    the model reads only the ``judged`` ones (:func:`judged_by_model`, computed here if None)."""
+    order = list(judged) if judged is not None else judged_by_model(classifier, turns)
+    asked = set(order)
     analyses = {
         index: rules_analysis(turn, time_notes=time_notes)
         for index, turn in turns.items()
-        if index not in judged
+        if index not in asked
     }
     search_texts = [turn_search_text(turns[index], time_notes=time_notes) for index in order]
     inputs = classifier.input_vectors(
         search_texts, vectors[[row_of[index] for index in order]], memo
     )
     verdicts = classifier.classify_many([turns[index].text for index in order], inputs)
+    gate = classifier.mode == "gate"
     analyses.update(
         (index, learned_analysis(turns[index], verdict, time_notes=time_notes, gate=gate))
         for index, verdict in zip(order, verdicts, strict=True)

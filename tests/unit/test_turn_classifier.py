@@ -362,6 +362,47 @@ def test_prepare_records_the_shipped_id_and_uses_its_decision(
     assert kept.analysis.vector_b64 is not None
 
 
+def test_second_vectors_computed_beside_the_first_encoder_are_the_ones_the_model_reads(
+    encoder: Encoder,
+) -> None:
+    from ingest_support import Log
+
+    from pipeline.ingest.prepare import (
+        classify_turns,
+        judged_by_model,
+        second_vectors_ahead,
+        turn_search_text,
+    )
+    from schemas.codec import decode_event
+    from schemas.events import TurnRecorded
+
+    log = Log()
+    gate = classifier_for("gated", encoder.name)
+    assert gate is not None and gate.second_encoder_name is not None
+    texts = [*CLEAR_CASES["thanks"][:2], CLEAR_CASES["fact"][0], "ok", "I moved to Porto in May."]
+    turns = {index: log.turn(text) for index, text in enumerate(texts)}
+    events: dict[int, TurnRecorded] = {}
+    for index, message in turns.items():
+        event = decode_event(message.value)
+        assert isinstance(event, TurnRecorded)
+        events[index] = event
+    vectors = encoder.encode([turn_search_text(event) for event in events.values()])
+    rows = {index: index for index in events}
+    judged = judged_by_model(gate, events)
+    memo: dict[tuple[str, str], np.ndarray] = {}
+
+    ahead = second_vectors_ahead(gate, events, judged, True, memo)
+    assert ahead is not None
+    ahead.result()
+    filled = dict(memo)
+    with_ahead = classify_turns(gate, events, vectors, rows, memo=memo, judged=judged)
+    without = classify_turns(gate, events, vectors, rows)
+
+    assert judged and len(filled) == len({turn_search_text(events[i]) for i in judged})
+    assert memo == filled  # the model read what was computed ahead, and nothing more
+    assert with_ahead == without
+
+
 class _PaddingEncoder:
     """An encoder whose vectors move with the batch's longest text, as a padded batch's do."""
 
