@@ -29,7 +29,15 @@ from pipeline.models.attributes import (
 from pipeline.models.encoders import VectorMemo, encode_one_at_a_time_once
 from pipeline.models.trained_files import versioned_id
 from pipeline.runtime.settings import MemoryPolicy
-from schemas.memory import HistoryEntry, Kind, MemoryRecord, Region, Slot, SourceTurn
+from schemas.memory import (
+    AttributeShare,
+    HistoryEntry,
+    Kind,
+    MemoryRecord,
+    Region,
+    Slot,
+    SourceTurn,
+)
 
 POLICY = MemoryPolicy()
 LABELS = ("none", "editor", "hobby")
@@ -81,6 +89,21 @@ def test_the_guess_is_the_most_probable_label_with_its_flag() -> None:
     assert hobby.attribute == "hobby" and not hobby.single_valued
     unsure = model.guesses(np.array([[*axis("editor", 0.05), 0, 0]]))[0]
     assert unsure.probability < 0.5
+
+
+def test_the_guess_records_the_most_probable_attributes_first() -> None:
+    (guess,) = tiny_model().guesses(np.array([[0.0, 0.3, 0.2, 0, 0]]))
+    assert guess.shares is not None
+    assert [s.attribute for s in guess.shares] == ["editor", "hobby", "none"]
+    assert [s.single_valued for s in guess.shares] == [True, False, False]
+    first = guess.shares[0]
+    assert (first.attribute, first.probability, first.single_valued) == (
+        guess.attribute,
+        guess.probability,
+        guess.single_valued,
+    )
+    assert sum(s.probability for s in guess.shares) == pytest.approx(1.0, abs=1e-3)
+    assert Slot(frame="…", **guess.slot_fields()).attribute_shares == list(guess.shares)  # type: ignore[arg-type]
 
 
 def test_a_guess_does_not_depend_on_its_batch() -> None:
@@ -222,6 +245,23 @@ def test_another_speaker_or_a_past_event_is_never_updated() -> None:
     assert update_reason(event, newer, POLICY) is None
 
 
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def shared(*shares: tuple[str, float, bool]) -> AttributeGuess:
+    """A guess with its recorded distribution, as ``prepare`` writes it since it records one."""
+    listed = tuple(
+        AttributeShare(attribute=a, probability=p, single_valued=s) for a, p, s in shares
+    )
+    return AttributeGuess(
+        listed[0].attribute, listed[0].probability, listed[0].single_valued, listed
+    )
+
+
+def slot_with(guess: AttributeGuess) -> Slot:
+    return Slot(frame="…", **guess.slot_fields())  # type: ignore[arg-type]
+
+
 # -- the bank's index ---------------------------------------------------------------------------
 
 
@@ -288,6 +328,8 @@ def test_prepare_records_the_guess_in_the_slot_and_the_model_in_the_event() -> N
     assert kept.analysis is not None and kept.analysis.slot is not None
     assert kept.analysis.slot.attribute == "editor" and kept.analysis.slot.single_valued
     assert kept.analysis.slot.attribute_probability > 0.99
+    shares = kept.analysis.slot.attribute_shares
+    assert shares is not None and shares[0].attribute == "editor" and len(shares) == len(LABELS)
     assert kept.models.attributes == "tiny-attributes-test"
     assert chatter.analysis is not None and chatter.analysis.slot is None  # small talk: no slot
     assert second.calls == [[f"alice: {statement}"]]  # one statement, one text at a time
@@ -314,3 +356,13 @@ def test_vectors_two_models_read_are_embedded_once_per_batch() -> None:
     again = encode_one_at_a_time_once(second, ["c d", "e f"], memo)
     assert second.calls == [["a b"], ["c d"], ["e f"]]
     assert np.array_equal(first[1], again[0]) and np.array_equal(first[0], first[2])
+
+
+def test_the_distribution_is_kept_in_the_record_and_absent_from_older_ones() -> None:
+    written = record("helix", shared(("ide", 0.5, True), ("editor", 0.4, True)), 1)
+    restored = MemoryRecord.model_validate_json(written.model_dump_json())
+    assert restored.slot == written.slot  # a restored bank decides as the live one
+    older = written.model_dump(mode="json")
+    assert older["slot"] is not None
+    del older["slot"]["attribute_shares"]  # a record written before the field existed
+    assert MemoryRecord.model_validate(older).slot.attribute_shares is None  # type: ignore[union-attr]
