@@ -87,7 +87,7 @@ class MemoryPolicy:
     # Where both slots record the model's distribution (``Slot.attribute_shares``), the chance
     # that both give one single-valued attribute (``slots.same_attribute_chance``) must reach
     # this instead; the argmax bound above decides only records of older builds.
-    attribute_chance: float = 0.3
+    attribute_chance: float = 0.33
 
 
 @dataclass(frozen=True)
