@@ -362,45 +362,43 @@ def test_prepare_records_the_shipped_id_and_uses_its_decision(
     assert kept.analysis.vector_b64 is not None
 
 
-def test_second_vectors_computed_beside_the_first_encoder_are_the_ones_the_model_reads(
-    encoder: Encoder,
+def test_second_vectors_computed_beside_the_first_encoder_change_nothing_prepared(
+    encoder: Encoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ingest_support import Log
 
-    from pipeline.ingest.prepare import (
-        classify_turns,
-        judged_by_model,
-        second_vectors_ahead,
-        turn_search_text,
-    )
-    from schemas.codec import decode_event
-    from schemas.events import TurnRecorded
+    from pipeline.ingest import prepare
+    from pipeline.models.attributes import attribute_model_for
 
     log = Log()
     gate = classifier_for("gated", encoder.name)
-    assert gate is not None and gate.second_encoder_name is not None
-    texts = [*CLEAR_CASES["thanks"][:2], CLEAR_CASES["fact"][0], "ok", "I moved to Porto in May."]
-    turns = {index: log.turn(text) for index, text in enumerate(texts)}
-    events: dict[int, TurnRecorded] = {}
-    for index, message in turns.items():
-        event = decode_event(message.value)
-        assert isinstance(event, TurnRecorded)
-        events[index] = event
-    vectors = encoder.encode([turn_search_text(event) for event in events.values()])
-    rows = {index: index for index in events}
-    judged = judged_by_model(gate, events)
-    memo: dict[tuple[str, str], np.ndarray] = {}
+    attributes = attribute_model_for(encoder.name, True)
+    assert gate is not None and gate.second_encoder_name is not None and attributes is not None
+    texts = [
+        *CLEAR_CASES["thanks"][:2],
+        CLEAR_CASES["fact"][0],
+        "ok",
+        "My editor is Vim.",
+        "我现在用的手机是Pixel 8。",
+        # longer than the gate judges: the rules' alone, its statement read by the attribute model
+        "After the reorg last month I report to Lindiwe now, and our one-to-ones are on Mondays.",
+    ]
+    messages = [log.turn(text) for text in texts]
+    asked: list[tuple[list[str], list[str]]] = []
+    real_ahead = prepare.second_vectors_ahead
 
-    ahead = second_vectors_ahead(gate, events, judged, True, memo)
-    assert ahead is not None
-    ahead.result()
-    filled = dict(memo)
-    with_ahead = classify_turns(gate, events, vectors, rows, memo=memo, judged=judged)
-    without = classify_turns(gate, events, vectors, rows)
+    def recording_ahead(*args: object) -> object:
+        asked.append((list(args[1]), list(args[3])))  # type: ignore[call-overload]
+        return real_ahead(*args)  # type: ignore[arg-type]
 
-    assert judged and len(filled) == len({turn_search_text(events[i]) for i in judged})
-    assert memo == filled  # the model read what was computed ahead, and nothing more
-    assert with_ahead == without
+    monkeypatch.setattr(prepare, "second_vectors_ahead", recording_ahead)
+    ahead = prepare.prepare_batch(messages, encoder, classifier=gate, attributes=attributes)
+    monkeypatch.setattr(prepare, "second_vectors_ahead", lambda *args: None)
+    in_turn = prepare.prepare_batch(messages, encoder, classifier=gate, attributes=attributes)
+
+    [(for_classifier, for_attributes)] = asked
+    assert for_classifier and for_attributes  # both models had vectors computed ahead
+    assert ahead.values == in_turn.values
 
 
 class _PaddingEncoder:
