@@ -612,9 +612,8 @@ def second_vectors_ahead(
     """Start computing, into ``memo``, the second vectors of the texts the classifier will judge
     and of the statements the attribute model will read that are known before the first encoder
     runs (the caller leaves ``memo`` alone until the future is done); None: nothing to compute."""
-    for_classifier = classifier is not None and classifier.second_encoder_name is not None
     jobs: list[tuple[Callable[[Sequence[str], VectorMemo], object], Sequence[str]]] = []
-    if classifier is not None and for_classifier and classifier_texts:
+    if classifier is not None and classifier.second_encoder_name is not None and classifier_texts:
         jobs.append((classifier.second_vectors, classifier_texts))
     if attributes is not None and attribute_texts:
         jobs.append((attributes.second_vectors, attribute_texts))
