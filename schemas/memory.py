@@ -54,6 +54,16 @@ class Triplet(BaseModel):
     value: str
 
 
+class AttributeShare(BaseModel):
+    """One attribute in the attribute model's distribution for a statement (``Slot``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    attribute: str
+    probability: float
+    single_valued: bool  # a person holds one value of it at a time
+
+
 class Slot(BaseModel):
     """What a statement's slot looks like with its values masked (pipeline/memory/rules/slots.py).
 
@@ -86,6 +96,10 @@ class Slot(BaseModel):
     attribute: str | None = None
     attribute_probability: float = 0.0
     single_valued: bool = False
+    # The model's most probable attributes, most probable first (the argmax above is the first):
+    # two statements are compared by their whole distributions, not two argmaxes
+    # (slots.same_attribute_chance). None in records of builds before it: the argmax rule decides.
+    attribute_shares: list[AttributeShare] | None = None
 
 
 class Association(BaseModel):

@@ -20,7 +20,8 @@ import base64
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -377,6 +378,12 @@ def with_slot(
     return analysis.model_copy(update={"slot": slot.model_copy(update=update)})
 
 
+def attribute_statements(slots: Mapping[int, Slot]) -> list[int]:
+    """The statements (batch indices, in order) the attribute model reads: those brief enough to
+    hold one slot (``slots.names_one_slot``)."""
+    return sorted(index for index, slot in slots.items() if names_one_slot(slot))
+
+
 def attribute_guesses(
     model: AttributeModel,
     analyses: Mapping[int, TurnAnalysis],
@@ -389,7 +396,7 @@ def attribute_guesses(
     brief enough to hold one slot (``slots.names_one_slot``): it reads the batch's vector of the
     statement's search text and its own second vector of that text (``memo``: shared with the
     turn classifier, which embedded the short turns it judged already)."""
-    order = sorted(index for index, slot in slots.items() if names_one_slot(slot))
+    order = attribute_statements(slots)
     if not order:
         return {}
     second = model.second_vectors([analyses[index].search_text for index in order], memo)
@@ -478,13 +485,32 @@ def prepare_batch(
         elif isinstance(event, CommandIssued) and event.query is not None:
             text_of[index] = len(texts)
             texts.append(event.query)
+    judged: dict[int, TurnRecorded] = {}
+    if classifier is not None:
+        asked = set(judged_by_model(classifier, to_classify))
+        judged = {index: turn for index, turn in to_classify.items() if index in asked}
+        for index, turn in to_classify.items():
+            if index not in asked:  # the rules' alone, known before any vector
+                analyses[index] = rules_analysis(turn, time_notes=time_notes)
+                slot = slot_signal(analyses[index])
+                if slot is not None:
+                    slot_of_turn[index] = slot
+    ahead = second_vectors_ahead(
+        classifier,
+        [turn_search_text(turn, time_notes=time_notes) for turn in judged.values()],
+        attributes,
+        [analyses[index].search_text for index in attribute_statements(slot_of_turn)],
+        memo,
+    )
     started = time.perf_counter()
     vectors = encoder.encode(texts)
     batch.encode_seconds = time.perf_counter() - started
     batch.counts["encoded_texts"] += len(texts)
-    if classifier is not None and to_classify:
+    if ahead is not None:
+        ahead.result()  # the memo is the main thread's again
+    if classifier is not None and judged:
         learned = classify_turns(
-            classifier, to_classify, vectors, text_of, time_notes=time_notes, memo=memo
+            classifier, judged, vectors, text_of, time_notes=time_notes, memo=memo
         )
         analyses.update(learned)
         for index, analysis in learned.items():  # the kind is known only now
@@ -560,6 +586,47 @@ def prepare_batch(
     return batch
 
 
+def judged_by_model(classifier: TurnClassifier, turns: Mapping[int, TurnRecorded]) -> list[int]:
+    """The turns (batch indices, in order) the model is asked about: every one, or under the gate
+    only those it may filter or the echo rule may read (:func:`gate_judges`); the rest are the
+    rules' alone (no keep probability recorded), which spares the second encoder most long turns."""
+    gate = classifier.mode == "gate"
+    return [index for index in turns if not gate or gate_judges(turns[index].text)]
+
+
+# One thread beside the first encoder: the second encoder's vectors (USE) that the classifier and
+# the attribute model will read are computed while the first encoder runs (both spend their time
+# in native code that releases the GIL), so on a spare core the second encoder's time leaves the
+# batch's. The vectors are each text's own either way (``encode_one_at_a_time``): only when they
+# are computed changes, never what they are.
+_SECOND_ENCODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="second-encoder")
+
+
+def second_vectors_ahead(
+    classifier: TurnClassifier | None,
+    classifier_texts: Sequence[str],
+    attributes: AttributeModel | None,
+    attribute_texts: Sequence[str],
+    memo: VectorMemo,
+) -> Future[None] | None:
+    """Start computing, into ``memo``, the second vectors of the texts the classifier will judge
+    and of the statements the attribute model will read that are known before the first encoder
+    runs (the caller leaves ``memo`` alone until the future is done); None: nothing to compute."""
+    jobs: list[tuple[Callable[[Sequence[str], VectorMemo], object], Sequence[str]]] = []
+    if classifier is not None and classifier.second_encoder_name is not None and classifier_texts:
+        jobs.append((classifier.second_vectors, classifier_texts))
+    if attributes is not None and attribute_texts:
+        jobs.append((attributes.second_vectors, attribute_texts))
+    if not jobs:
+        return None
+
+    def run() -> None:
+        for compute, texts in jobs:
+            compute(texts, memo)
+
+    return _SECOND_ENCODER.submit(run)
+
+
 def classify_turns(
     classifier: TurnClassifier,
     turns: Mapping[int, TurnRecorded],
@@ -569,29 +636,19 @@ def classify_turns(
     time_notes: bool = True,
     memo: VectorMemo | None = None,
 ) -> dict[int, TurnAnalysis]:
-    """The learned analyses of ``turns`` (by batch index) from their rows of the batch's vectors.
-
-    The gate asks the model only about the turns it may filter or the echo rule may read
-    (:func:`gate_judges`); the rest are the rules' alone (no keep probability recorded), which
-    spares the classifier's second encoder most long turns."""
-    gate = classifier.mode == "gate"
-    order = [index for index in turns if not gate or gate_judges(turns[index].text)]
-    judged = set(order)
-    analyses = {
-        index: rules_analysis(turn, time_notes=time_notes)
-        for index, turn in turns.items()
-        if index not in judged
-    }
+    """The learned analyses of ``turns`` (by batch index; the ones :func:`judged_by_model` asks
+    about) from their rows of the batch's vectors."""
+    order = list(turns)
     search_texts = [turn_search_text(turns[index], time_notes=time_notes) for index in order]
     inputs = classifier.input_vectors(
         search_texts, vectors[[row_of[index] for index in order]], memo
     )
     verdicts = classifier.classify_many([turns[index].text for index in order], inputs)
-    analyses.update(
-        (index, learned_analysis(turns[index], verdict, time_notes=time_notes, gate=gate))
+    gate = classifier.mode == "gate"
+    return {
+        index: learned_analysis(turns[index], verdict, time_notes=time_notes, gate=gate)
         for index, verdict in zip(order, verdicts, strict=True)
-    )
-    return analyses
+    }
 
 
 async def publish_prepared(

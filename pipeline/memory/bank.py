@@ -17,7 +17,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.memory.rules.slots import named_values, slot_vector
+from pipeline.memory.rules.slots import given_attributes, named_values, slot_vector
 from schemas.memory import (
     BankCounters,
     ChangeType,
@@ -166,8 +166,8 @@ class NamespaceBank:
             if record.slot is not None:
                 for name in named_values(record.slot):
                     self._naming[name].append(record.id)
-                if record.slot.attribute is not None and record.slot.single_valued:
-                    self._attributed[record.slot.attribute].append(record.id)
+                for attribute in given_attributes(record.slot):
+                    self._attributed[attribute].append(record.id)
             if record.provenance:
                 # The creating turn's session (merges may add turns of other sessions later).
                 recent = self._session_recent[record.provenance[0].session_id]
@@ -187,8 +187,9 @@ class NamespaceBank:
             for name in named_values(record.slot):
                 if memory_id in self._naming.get(name, ()):
                     self._naming[name].remove(memory_id)
-            if memory_id in self._attributed.get(record.slot.attribute or "", ()):
-                self._attributed[record.slot.attribute or ""].remove(memory_id)
+            for attribute in given_attributes(record.slot):
+                if memory_id in self._attributed.get(attribute, ()):
+                    self._attributed[attribute].remove(memory_id)
         for recent in self._session_recent.values():
             if memory_id in recent:
                 recent.remove(memory_id)
@@ -287,8 +288,9 @@ class NamespaceBank:
         return list(itertools.islice(current, limit))
 
     def current_giving(self, attribute: str, limit: int) -> list[str]:
-        """Current memories whose slot gives a value of this single-valued ``attribute`` (the
-        attribute model's guess, ``Slot.attribute``), newest stored first."""
+        """Current memories whose slot may give a value of this single-valued ``attribute`` (one
+        of the attribute model's recorded most probable attributes, ``slots.given_attributes``),
+        newest stored first."""
         current = (
             i
             for i in reversed(self._attributed.get(attribute, ()))

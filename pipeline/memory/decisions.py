@@ -289,10 +289,10 @@ def _update_candidates(
         # speaker's own would make half the bank a candidate of every statement.)
         gone = slots.said_to_leave(created.slot, slots.named_values(created.slot))
         wanted += bank.current_naming(gone, SLOT_CANDIDATES)
-        if created.slot.attribute is not None and created.slot.single_valued:
-            # Statements the attribute model says give a value of the same attribute, however
-            # they are worded ("Vim" / "Helix has completely won me over").
-            wanted += bank.current_giving(created.slot.attribute, SLOT_CANDIDATES)
+        # Statements the attribute model says may give a value of the same attribute, however
+        # they are worded ("Vim" / "Helix has completely won me over").
+        for attribute in slots.given_attributes(created.slot, policy.attribute_chance):
+            wanted += bank.current_giving(attribute, SLOT_CANDIDATES)
     vector = _vector_of(bank, created)
     if created.slot is not None and vector is not None:
         # A task told again at a later state, or a goal reached another way, is worded anew:

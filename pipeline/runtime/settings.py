@@ -84,6 +84,10 @@ class MemoryPolicy:
     # single-valued attribute counts when both are at least this sure (``slots.same_attribute``;
     # chosen on leave-one-writer-out pairs: training/attributes/RESULTS.md).
     attribute_probability: float = 0.6
+    # Where both slots record the model's distribution (``Slot.attribute_shares``), the chance
+    # that both give one single-valued attribute (``slots.same_attribute_chance``) must reach
+    # this instead; the argmax bound above decides only records of older builds.
+    attribute_chance: float = 0.33
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from recall_support import AT, HashingEncoder, said
 
 from pipeline.recall import HotIndex, RecallEngine
 from pipeline.recall.scoring import DEFAULT_TUNING, RecallTuning
-from schemas.memory import MemoryRecord, Slot
+from schemas.memory import AttributeShare, MemoryRecord, Slot
 
 ENCODER = HashingEncoder()
 
@@ -87,6 +87,42 @@ def test_a_current_value_question_leaves_out_what_a_later_value_of_its_attribute
         "still",
         "krakow",
     }
+
+
+def goal_read_as(
+    memory_id: str, content: str, days_ago: float, shares: list[tuple[str, float]]
+) -> MemoryRecord:
+    """A statement whose slot records the attribute model's distribution, most probable first."""
+    recorded = [AttributeShare(attribute=a, probability=p, single_valued=True) for a, p in shares]
+    slot = Slot(
+        frame=content,
+        attribute=shares[0][0],
+        attribute_probability=shares[0][1],
+        single_valued=True,
+        attribute_shares=recorded,
+    )
+    return said(memory_id, content, days_ago=days_ago, slot=slot)
+
+
+def test_the_distributions_say_one_attribute_where_the_argmaxes_differ() -> None:
+    # The argmaxes are two attributes; both distributions hold the training goal, and the chance
+    # that both give it (0.34 x 0.45 + ... >= 0.3 squared) leaves the marathon out.
+    races = [
+        goal_read_as(
+            "chicago", RACES[0].content, 60, [("race_plan", 0.5), ("training_goal", 0.34)]
+        ),
+        goal_read_as("still", RACES[1].content, 40, [("marathon", 0.45), ("training_goal", 0.39)]),
+        goal_read_as("krakow", RACES[2].content, 10, [("training_goal", 0.45), ("sport", 0.4)]),
+    ]
+    question = "Which race am I training for at the moment?"
+    assert ids(engine(races), question) == ["krakow"]
+    # The same slots recorded by an older build (argmaxes only) are two attributes: kept.
+    old = [
+        r.model_copy(update={"slot": r.slot.model_copy(update={"attribute_shares": None})})
+        for r in races
+        if r.slot is not None
+    ]
+    assert ids(engine(old), question)[0] != "krakow"
 
 
 def test_as_of_a_past_moment_the_newest_is_what_was_newest_then() -> None:

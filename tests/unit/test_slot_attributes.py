@@ -19,7 +19,13 @@ from ingest_support import T0, ExactEncoder, Log
 
 from pipeline.ingest.prepare import prepare_batch
 from pipeline.memory.bank import NamespaceBank
-from pipeline.memory.rules.slots import Statement, slot_of, update_reason
+from pipeline.memory.rules.slots import (
+    Statement,
+    given_attributes,
+    same_attribute_chance,
+    slot_of,
+    update_reason,
+)
 from pipeline.models.attributes import (
     AttributeFileError,
     AttributeGuess,
@@ -29,7 +35,15 @@ from pipeline.models.attributes import (
 from pipeline.models.encoders import VectorMemo, encode_one_at_a_time_once
 from pipeline.models.trained_files import versioned_id
 from pipeline.runtime.settings import MemoryPolicy
-from schemas.memory import HistoryEntry, Kind, MemoryRecord, Region, Slot, SourceTurn
+from schemas.memory import (
+    AttributeShare,
+    HistoryEntry,
+    Kind,
+    MemoryRecord,
+    Region,
+    Slot,
+    SourceTurn,
+)
 
 POLICY = MemoryPolicy()
 LABELS = ("none", "editor", "hobby")
@@ -81,6 +95,21 @@ def test_the_guess_is_the_most_probable_label_with_its_flag() -> None:
     assert hobby.attribute == "hobby" and not hobby.single_valued
     unsure = model.guesses(np.array([[*axis("editor", 0.05), 0, 0]]))[0]
     assert unsure.probability < 0.5
+
+
+def test_the_guess_records_the_most_probable_attributes_first() -> None:
+    (guess,) = tiny_model().guesses(np.array([[0.0, 0.3, 0.2, 0, 0]]))
+    assert guess.shares is not None
+    assert [s.attribute for s in guess.shares] == ["editor", "hobby", "none"]
+    assert [s.single_valued for s in guess.shares] == [True, False, False]
+    first = guess.shares[0]
+    assert (first.attribute, first.probability, first.single_valued) == (
+        guess.attribute,
+        guess.probability,
+        guess.single_valued,
+    )
+    assert sum(s.probability for s in guess.shares) == pytest.approx(1.0, abs=1e-3)
+    assert Slot(frame="…", **guess.slot_fields()).attribute_shares == list(guess.shares)  # type: ignore[arg-type]
 
 
 def test_a_guess_does_not_depend_on_its_batch() -> None:
@@ -222,6 +251,90 @@ def test_another_speaker_or_a_past_event_is_never_updated() -> None:
     assert update_reason(event, newer, POLICY) is None
 
 
+# -- the two distributions ---------------------------------------------------------------------
+
+
+def shared(*shares: tuple[str, float, bool]) -> AttributeGuess:
+    """A guess with its recorded distribution, as ``prepare`` writes it since it records one."""
+    listed = tuple(
+        AttributeShare(attribute=a, probability=p, single_valued=s) for a, p, s in shares
+    )
+    return AttributeGuess(
+        listed[0].attribute, listed[0].probability, listed[0].single_valued, listed
+    )
+
+
+def slot_with(guess: AttributeGuess) -> Slot:
+    return Slot(frame="…", **guess.slot_fields())  # type: ignore[arg-type]
+
+
+def test_the_chance_sums_the_products_of_single_valued_attributes_both_list() -> None:
+    older = shared(("editor", 0.55, True), ("ide", 0.3, True), ("hobby", 0.1, False))
+    newer = shared(("ide", 0.5, True), ("editor", 0.4, True), ("hobby", 0.05, False))
+    chance = same_attribute_chance(slot_with(older), slot_with(newer))
+    assert chance is not None
+    assert chance[0] == pytest.approx(0.55 * 0.4 + 0.3 * 0.5)  # several values (hobby) add none
+    assert chance[1] == "editor"  # the attribute that gives most of it
+    other = shared(("theme", 0.9, True), ("hobby", 0.1, False))
+    assert same_attribute_chance(slot_with(older), slot_with(other)) == (0.0, "")
+
+
+def test_without_a_recorded_distribution_there_is_no_chance() -> None:
+    with_list = slot_with(shared(("editor", 0.9, True)))
+    assert same_attribute_chance(slot_with(EDITOR), with_list) is None
+    assert same_attribute_chance(with_list, slot_with(EDITOR)) is None
+
+
+def test_two_argmaxes_apart_can_still_be_one_attribute() -> None:
+    # Neither argmax rule would pass: the argmaxes differ and neither is 0.6 sure.
+    older = shared(("editor", 0.55, True), ("ide", 0.3, True))
+    newer = shared(("ide", 0.5, True), ("editor", 0.4, True))
+    why = update_reason(said(VIM, older), said(HELIX, newer, session="s2", vector=APART), POLICY)
+    assert why is not None and why.startswith("attribute: editor (chance 0.37)")
+
+
+@pytest.mark.parametrize(
+    ("older", "newer", "updates"),
+    [
+        (shared(("editor", 0.98, True)), shared(("editor", 0.35, True)), True),  # 0.34
+        (shared(("editor", 0.5, True)), shared(("editor", 0.5, True)), False),  # 0.25
+        (shared(("hobby", 0.95, False)), shared(("hobby", 0.95, False)), False),  # adds up
+    ],
+)
+def test_the_chance_decides_at_the_policys_bound(
+    older: AttributeGuess, newer: AttributeGuess, updates: bool
+) -> None:
+    why = update_reason(said(VIM, older), said(HELIX, newer, session="s2", vector=APART), POLICY)
+    assert (why is not None) == updates
+
+
+def test_the_structure_still_decides_with_distributions() -> None:
+    sure = shared(("editor", 0.95, True))
+    adds = said("I also use Helix for quick edits.", sure, session="s2", vector=APART)
+    assert update_reason(said(VIM, sure), adds, POLICY) is None
+    same_conversation = said(HELIX, sure, vector=APART)
+    assert update_reason(said(VIM, sure), same_conversation, POLICY) is None
+
+
+def test_a_record_of_an_older_build_decides_by_the_argmax_rule() -> None:
+    # By the chance (0.9 · 0.5 = 0.45) this would be an update; by the argmax rule, whose bound
+    # both must reach, it is not: an old log replays as it decided.
+    newer = said(HELIX, shared(("editor", 0.5, True)), session="s2", vector=APART)
+    assert update_reason(said(VIM, EDITOR), newer, POLICY) is None
+    surer = said(HELIX, shared(("editor", 0.65, True)), session="s2", vector=APART)
+    why = update_reason(said(VIM, EDITOR), surer, POLICY)
+    assert why is not None and why.startswith("attribute: editor (0.90, 0.65)")
+
+
+def test_the_attributes_a_statement_may_give() -> None:
+    spread = slot_with(shared(("editor", 0.6, True), ("hobby", 0.3, False), ("ide", 0.05, True)))
+    assert given_attributes(spread) == ["editor", "ide"]
+    assert given_attributes(spread, chance=0.3) == ["editor"]  # 0.05 < 0.3 / 3: cannot reach it
+    assert given_attributes(slot_with(EDITOR)) == ["editor"]  # an older build's record
+    assert given_attributes(slot_with(AttributeGuess("hobby", 0.9, False))) == []
+    assert given_attributes(Slot(frame="…")) == []
+
+
 # -- the bank's index ---------------------------------------------------------------------------
 
 
@@ -271,6 +384,14 @@ def test_the_bank_finds_current_memories_of_a_single_valued_attribute_newest_fir
     assert bank.current_giving("editor", 5) == ["vim"]
 
 
+def test_the_bank_indexes_every_single_valued_attribute_of_a_distribution() -> None:
+    spread = shared(("ide", 0.5, True), ("editor", 0.4, True), ("hobby", 0.1, False))
+    bank = NamespaceBank.load("ns", [record("vim", EDITOR, 0), record("helix", spread, 1)])
+    assert bank.current_giving("editor", 5) == ["helix", "vim"]
+    assert bank.current_giving("ide", 5) == ["helix"]
+    assert bank.current_giving("hobby", 5) == []
+
+
 # -- what prepare records -----------------------------------------------------------------------
 
 
@@ -288,6 +409,8 @@ def test_prepare_records_the_guess_in_the_slot_and_the_model_in_the_event() -> N
     assert kept.analysis is not None and kept.analysis.slot is not None
     assert kept.analysis.slot.attribute == "editor" and kept.analysis.slot.single_valued
     assert kept.analysis.slot.attribute_probability > 0.99
+    shares = kept.analysis.slot.attribute_shares
+    assert shares is not None and shares[0].attribute == "editor" and len(shares) == len(LABELS)
     assert kept.models.attributes == "tiny-attributes-test"
     assert chatter.analysis is not None and chatter.analysis.slot is None  # small talk: no slot
     assert second.calls == [[f"alice: {statement}"]]  # one statement, one text at a time
@@ -314,3 +437,13 @@ def test_vectors_two_models_read_are_embedded_once_per_batch() -> None:
     again = encode_one_at_a_time_once(second, ["c d", "e f"], memo)
     assert second.calls == [["a b"], ["c d"], ["e f"]]
     assert np.array_equal(first[1], again[0]) and np.array_equal(first[0], first[2])
+
+
+def test_the_distribution_is_kept_in_the_record_and_absent_from_older_ones() -> None:
+    written = record("helix", shared(("ide", 0.5, True), ("editor", 0.4, True)), 1)
+    restored = MemoryRecord.model_validate_json(written.model_dump_json())
+    assert restored.slot == written.slot  # a restored bank decides as the live one
+    older = written.model_dump(mode="json")
+    assert older["slot"] is not None
+    del older["slot"]["attribute_shares"]  # a record written before the field existed
+    assert MemoryRecord.model_validate(older).slot.attribute_shares is None  # type: ignore[union-attr]

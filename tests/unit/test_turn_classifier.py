@@ -362,6 +362,45 @@ def test_prepare_records_the_shipped_id_and_uses_its_decision(
     assert kept.analysis.vector_b64 is not None
 
 
+def test_second_vectors_computed_beside_the_first_encoder_change_nothing_prepared(
+    encoder: Encoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ingest_support import Log
+
+    from pipeline.ingest import prepare
+    from pipeline.models.attributes import attribute_model_for
+
+    log = Log()
+    gate = classifier_for("gated", encoder.name)
+    attributes = attribute_model_for(encoder.name, True)
+    assert gate is not None and gate.second_encoder_name is not None and attributes is not None
+    texts = [
+        *CLEAR_CASES["thanks"][:2],
+        CLEAR_CASES["fact"][0],
+        "ok",
+        "My editor is Vim.",
+        "我现在用的手机是Pixel 8。",
+        # longer than the gate judges: the rules' alone, its statement read by the attribute model
+        "After the reorg last month I report to Lindiwe now, and our one-to-ones are on Mondays.",
+    ]
+    messages = [log.turn(text) for text in texts]
+    asked: list[tuple[list[str], list[str]]] = []
+    real_ahead = prepare.second_vectors_ahead
+
+    def recording_ahead(*args: object) -> object:
+        asked.append((list(args[1]), list(args[3])))  # type: ignore[call-overload]
+        return real_ahead(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prepare, "second_vectors_ahead", recording_ahead)
+    ahead = prepare.prepare_batch(messages, encoder, classifier=gate, attributes=attributes)
+    monkeypatch.setattr(prepare, "second_vectors_ahead", lambda *args: None)
+    in_turn = prepare.prepare_batch(messages, encoder, classifier=gate, attributes=attributes)
+
+    [(for_classifier, for_attributes)] = asked
+    assert for_classifier and for_attributes  # both models had vectors computed ahead
+    assert ahead.values == in_turn.values
+
+
 class _PaddingEncoder:
     """An encoder whose vectors move with the batch's longest text, as a padded batch's do."""
 

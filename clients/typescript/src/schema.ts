@@ -174,6 +174,18 @@ export interface components {
             /** Weight */
             weight: number;
         };
+        /**
+         * AttributeShare
+         * @description One attribute in the attribute model's distribution for a statement (``Slot``).
+         */
+        AttributeShare: {
+            /** Attribute */
+            attribute: string;
+            /** Probability */
+            probability: number;
+            /** Single Valued */
+            single_valued: boolean;
+        };
         /** ErrorBody */
         ErrorBody: {
             /**
@@ -709,6 +721,8 @@ export interface components {
              * @default false
              */
             single_valued: boolean;
+            /** Attribute Shares */
+            attribute_shares?: components["schemas"]["AttributeShare"][] | null;
         };
         /**
          * SourceTurn

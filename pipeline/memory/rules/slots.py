@@ -1770,6 +1770,46 @@ def names_one_slot(signal: Slot) -> bool:
     return len(_content_terms(signal.terms)) <= ATTRIBUTE_MAX_TERMS
 
 
+def same_attribute_chance(first: Slot, second: Slot) -> tuple[float, str] | None:
+    """How likely the two statements give values of one single-valued attribute, by the model's
+    recorded distributions: Σ p₁(a)·p₂(a) over the single-valued attributes both list, with the
+    attribute that gives most of it. None when either slot has no list (a record of a build
+    before it): the argmax rule decides there, so an old log replays as it decided.
+
+    Two argmaxes at 0.55 and 0.7 of one attribute say less than the distributions: neighbouring
+    attributes (the commute / the car) share their mass, and on a wording it never saw the
+    model's mass moves between them while its sum over them holds."""
+    if first.attribute_shares is None or second.attribute_shares is None:
+        return None
+    theirs = {s.attribute: s.probability for s in second.attribute_shares if s.single_valued}
+    terms = {
+        s.attribute: s.probability * theirs[s.attribute]
+        for s in first.attribute_shares
+        if s.single_valued and s.attribute in theirs
+    }
+    if not terms:
+        return 0.0, ""
+    best = max(terms, key=lambda a: (terms[a], a))  # ties by name: the same in every process
+    return sum(terms.values()), best
+
+
+def given_attributes(signal: Slot, chance: float = 0.0) -> list[str]:
+    """The single-valued attributes a statement may give a value of, as the bank indexes it and
+    looks up its update candidates: those of its recorded distribution, or its argmax alone in a
+    record of an older build.
+
+    ``chance``: only attributes that could take part in a chance that high. Of n shared terms
+    one is at least chance / n, and each probability bounds its term, so an attribute below
+    chance / (the list's length) can reach it only beside another that is above."""
+    if signal.attribute_shares is None:
+        single = signal.attribute is not None and signal.single_valued
+        return [signal.attribute] if single and signal.attribute is not None else []
+    floor = chance / max(len(signal.attribute_shares), 1)
+    return [
+        s.attribute for s in signal.attribute_shares if s.single_valued and s.probability >= floor
+    ]
+
+
 def same_attribute(older: Statement, newer: Statement, policy: MemoryPolicy) -> str | None:
     """The attribute model reads both statements as values of one attribute that a person holds
     one value of at a time, and the newer gives another value.
@@ -1780,8 +1820,11 @@ def same_attribute(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     (``Slot.attribute``, recorded by ``prepare`` from ``pipeline/models/attributes.py``). What
     the model cannot know, the statements' structure still says:
 
-    * both guesses are at least ``attribute_probability`` sure, of a single-valued attribute
-      (hobbies, friends or allergies add up: a new one replaces none);
+    * the chance that both give one single-valued attribute (``same_attribute_chance``, from
+      the distributions ``prepare`` recorded) is at least ``attribute_chance``; in records of
+      older builds, both argmaxes are one single-valued attribute, each at least
+      ``attribute_probability`` sure (hobbies, friends or allergies add up: a new one replaces
+      none);
     * one speaker, the older stateful, the newer of a kind that updates (``_stateful_pair``);
       neither is a question, and the newer does not add ("also", 也) — weighing and keeping
       words were checked by the caller;
@@ -1794,13 +1837,21 @@ def same_attribute(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     """
     assert older.slot is not None and newer.slot is not None
     first, second = older.slot, newer.slot
-    if first.attribute is None or first.attribute != second.attribute:
-        return None
-    if not (first.single_valued and second.single_valued):
-        return None
-    sure = min(first.attribute_probability, second.attribute_probability)
-    if sure < policy.attribute_probability:
-        return None
+    chance = same_attribute_chance(first, second)
+    if chance is not None:
+        if chance[0] < policy.attribute_chance:
+            return None
+        attribute, why = chance[1], f"chance {chance[0]:.2f}"
+    else:
+        if first.attribute is None or first.attribute != second.attribute:
+            return None
+        if not (first.single_valued and second.single_valued):
+            return None
+        sure = min(first.attribute_probability, second.attribute_probability)
+        if sure < policy.attribute_probability:
+            return None
+        attribute = first.attribute
+        why = f"{first.attribute_probability:.2f}, {second.attribute_probability:.2f}"
     if second.additive or second.question or first.question:
         return None
     if older.session is None or older.session == newer.session:
@@ -1827,8 +1878,7 @@ def same_attribute(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     if reads and cosine >= policy.restatement_cosine and not (old_values and new_values):
         return None  # the same thing in other words ("I drink my coffee black" / "Black coffee")
     return (
-        f"attribute: {first.attribute} ({first.attribute_probability:.2f}, "
-        f"{second.attribute_probability:.2f}); {', '.join(old_own)} -> {', '.join(new_own)}; "
+        f"attribute: {attribute} ({why}); {', '.join(old_own)} -> {', '.join(new_own)}; "
         f"statement cosine {cosine:.3f}"
     )
 
