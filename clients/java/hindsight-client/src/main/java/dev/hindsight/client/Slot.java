@@ -25,6 +25,8 @@ import java.util.List;
  * @param attributeProbability how sure the model is of that attribute
  * @param singleValued whether a person holds one value of that attribute at a time, so a new
  *     value replaces the old one
+ * @param attributeShares the model's most probable attributes, most probable first, or {@code
+ *     null} in records of builds that kept only the most probable one
  */
 public record Slot(
         String frame,
@@ -43,4 +45,5 @@ public record Slot(
         String vectorB64,
         String attribute,
         double attributeProbability,
-        boolean singleValued) {}
+        boolean singleValued,
+        List<AttributeShare> attributeShares) {}

@@ -286,6 +286,7 @@ class HindsightClientTest {
                 Map.entry("Association", Association.class),
                 Map.entry("Triplet", Triplet.class),
                 Map.entry("Slot", Slot.class),
+                Map.entry("AttributeShare", AttributeShare.class),
                 Map.entry("ForgetIn", ForgetRequest.class),
                 Map.entry("ForgetOut", ForgetResult.class),
                 Map.entry("StatsOut", Stats.class),
