@@ -98,7 +98,8 @@ class Slot(BaseModel):
     single_valued: bool = False
     # The model's most probable attributes, most probable first (the argmax above is the first):
     # two statements are compared by their whole distributions, not two argmaxes
-    # (slots.same_attribute_chance). None in records of builds before it: the argmax rule decides.
+    # (attribute_chance.same_attribute_chance). None in records of builds before it: the argmax
+    # rule decides.
     attribute_shares: list[AttributeShare] | None = None
 
 

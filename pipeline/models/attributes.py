@@ -44,7 +44,7 @@ DEFAULT_ATTRIBUTE_MODEL = "slot-attributes-v2"
 NONE_LABEL = "none"  # statements that give no lasting value of any attribute
 # How many of a statement's most probable attributes ``prepare`` records: neighbouring attributes
 # (therapist / therapy schedule) share their mass, and comparing two statements needs more than
-# the argmax of each (slots.same_attribute_chance). Beyond this, the mass left is small.
+# the argmax of each (attribute_chance.same_attribute_chance). Beyond this, the mass left is small.
 TOP_ATTRIBUTES = 5
 
 Array = npt.NDArray[np.float64]

@@ -11,8 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.memory.rules import decay
+from pipeline.memory.rules.attribute_chance import same_attribute_chance
 from pipeline.memory.rules.decay import SECONDS_PER_DAY
-from pipeline.memory.rules.slots import same_attribute_chance
 from pipeline.recall.ann import AnnParams
 from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
 from pipeline.runtime.settings import RecallPolicy
@@ -311,9 +311,9 @@ def said_attribute(record: MemoryRecord) -> SaidAttribute:
 
 def _same_attribute_said(older: SaidAttribute, newer: SaidAttribute, floor: float) -> bool:
     """Both give a value of one single-valued attribute, at the recall side's ``floor``: the
-    chance from both recorded distributions (``slots.same_attribute_chance``) where both have
-    one, else both argmaxes that attribute and each at least ``floor`` sure. The chance is a
-    product of two probabilities, so its floor is ``floor`` squared."""
+    chance from both recorded distributions (``attribute_chance.same_attribute_chance``) where
+    both have one, else both argmaxes that attribute and each at least ``floor`` sure. The
+    chance is a product of two probabilities, so its floor is ``floor`` squared."""
     if older.slot is not None and newer.slot is not None:
         chance = same_attribute_chance(older.slot, newer.slot)
         if chance is not None:

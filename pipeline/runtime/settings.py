@@ -85,8 +85,8 @@ class MemoryPolicy:
     # chosen on leave-one-writer-out pairs: training/attributes/RESULTS.md).
     attribute_probability: float = 0.6
     # Where both slots record the model's distribution (``Slot.attribute_shares``), the chance
-    # that both give one single-valued attribute (``slots.same_attribute_chance``) must reach
-    # this instead; the argmax bound above decides only records of older builds.
+    # that both give one single-valued attribute (``attribute_chance.same_attribute_chance``)
+    # must reach this instead; the argmax bound above decides only records of older builds.
     attribute_chance: float = 0.33
 
 

@@ -19,10 +19,10 @@ from ingest_support import T0, ExactEncoder, Log
 
 from pipeline.ingest.prepare import prepare_batch
 from pipeline.memory.bank import NamespaceBank
+from pipeline.memory.rules.attribute_chance import same_attribute_chance
 from pipeline.memory.rules.slots import (
     Statement,
     given_attributes,
-    same_attribute_chance,
     slot_of,
     update_reason,
 )

@@ -41,6 +41,7 @@ import jieba.posseg
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.memory.rules.attribute_chance import same_attribute_chance
 from pipeline.memory.rules.extraction import _STOP_CAPITALS, _TECH_PATTERN
 from pipeline.memory.rules.text import language_of, normalise
 from pipeline.recall.lexical import tokenize
@@ -1768,29 +1769,6 @@ ATTRIBUTE_MAX_TERMS = 15
 def names_one_slot(signal: Slot) -> bool:
     """Whether a statement is brief enough for the attribute model to name its one slot."""
     return len(_content_terms(signal.terms)) <= ATTRIBUTE_MAX_TERMS
-
-
-def same_attribute_chance(first: Slot, second: Slot) -> tuple[float, str] | None:
-    """How likely the two statements give values of one single-valued attribute, by the model's
-    recorded distributions: Σ p₁(a)·p₂(a) over the single-valued attributes both list, with the
-    attribute that gives most of it. None when either slot has no list (a record of a build
-    before it): the argmax rule decides there, so an old log replays as it decided.
-
-    Two argmaxes at 0.55 and 0.7 of one attribute say less than the distributions: neighbouring
-    attributes (the commute / the car) share their mass, and on a wording it never saw the
-    model's mass moves between them while its sum over them holds."""
-    if first.attribute_shares is None or second.attribute_shares is None:
-        return None
-    theirs = {s.attribute: s.probability for s in second.attribute_shares if s.single_valued}
-    terms = {
-        s.attribute: s.probability * theirs[s.attribute]
-        for s in first.attribute_shares
-        if s.single_valued and s.attribute in theirs
-    }
-    if not terms:
-        return 0.0, ""
-    best = max(terms, key=lambda a: (terms[a], a))  # ties by name: the same in every process
-    return sum(terms.values()), best
 
 
 def given_attributes(signal: Slot, chance: float = 0.0) -> list[str]:
