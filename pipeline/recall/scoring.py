@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.memory.rules import decay
-from pipeline.memory.rules.attribute_chance import same_attribute_chance
+from pipeline.memory.rules.attribute_chance import one_attribute
 from pipeline.memory.rules.decay import SECONDS_PER_DAY
 from pipeline.recall.ann import AnnParams
 from pipeline.recall.fusion import DEFAULT_PATH_WEIGHTS
@@ -281,10 +281,7 @@ class SaidAttribute:
 
     speaker: str
     created: float  # epoch seconds
-    attribute: str | None
-    probability: float
-    single_valued: bool
-    slot: Slot | None = None  # the recorded slot, with the model's distribution where it has one
+    slot: Slot | None  # the recorded slot: the model's argmax, and its distribution where kept
 
 
 def speaker_of(record: MemoryRecord) -> str:
@@ -298,33 +295,19 @@ def session_of(record: MemoryRecord) -> str:
 
 
 def said_attribute(record: MemoryRecord) -> SaidAttribute:
-    slot = record.slot
     return SaidAttribute(
-        speaker=speaker_of(record),
-        created=record.created_at.timestamp(),
-        attribute=slot.attribute if slot is not None else None,
-        probability=slot.attribute_probability if slot is not None else 0.0,
-        single_valued=slot.single_valued if slot is not None else False,
-        slot=slot,
+        speaker=speaker_of(record), created=record.created_at.timestamp(), slot=record.slot
     )
 
 
 def _same_attribute_said(older: SaidAttribute, newer: SaidAttribute, floor: float) -> bool:
-    """Both give a value of one single-valued attribute, at the recall side's ``floor``: the
-    chance from both recorded distributions (``attribute_chance.same_attribute_chance``) where
-    both have one, else both argmaxes that attribute and each at least ``floor`` sure. The
-    chance is a product of two probabilities, so its floor is ``floor`` squared."""
-    if older.slot is not None and newer.slot is not None:
-        chance = same_attribute_chance(older.slot, newer.slot)
-        if chance is not None:
-            return chance[0] >= floor * floor
-    return (
-        older.attribute is not None
-        and older.attribute == newer.attribute
-        and older.single_valued
-        and newer.single_valued
-        and min(older.probability, newer.probability) >= floor
-    )
+    """Both give a value of one single-valued attribute (``attribute_chance.one_attribute``) at
+    the recall side's ``floor``: each argmax at least ``floor`` sure, or, where both slots keep
+    the distributions, their chance at least ``floor`` squared (a product of two probabilities,
+    as the two argmaxes' were)."""
+    if older.slot is None or newer.slot is None:
+        return False
+    return one_attribute(older.slot, newer.slot, floor * floor, floor) is not None
 
 
 def replaced_answers(said: Sequence[SaidAttribute], floor: float) -> npt.NDArray[np.bool_]:

@@ -22,7 +22,7 @@ from pipeline.recall.scoring import (
     truncate_by_gaps,
 )
 from pipeline.runtime.settings import RecallPolicy
-from schemas.memory import Association
+from schemas.memory import Association, Slot
 
 POLICY = RecallPolicy()
 
@@ -250,16 +250,19 @@ DAY_S = 86_400.0
 
 
 def said_as(
-    attribute: str | None, probability: float, day: float, **changes: object
+    attribute: str | None,
+    probability: float,
+    day: float,
+    speaker: str = "ana",
+    single_valued: bool = True,
 ) -> SaidAttribute:
-    fields: dict[str, object] = {
-        "speaker": "ana",
-        "created": day * DAY_S,
-        "attribute": attribute,
-        "probability": probability,
-        "single_valued": True,
-    }
-    return SaidAttribute(**(fields | changes))  # type: ignore[arg-type]
+    slot = Slot(
+        frame="",
+        attribute=attribute,
+        attribute_probability=probability,
+        single_valued=single_valued,
+    )
+    return SaidAttribute(speaker=speaker, created=day * DAY_S, slot=slot)
 
 
 def test_an_answer_a_later_value_of_its_attribute_replaced_is_left_out() -> None:

@@ -9,7 +9,40 @@ not import the slot rules (which import recall's time phrases).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from schemas.memory import Slot
+
+
+@dataclass(frozen=True)
+class OneAttribute:
+    """The attribute two statements both give a value of, and why it is read so."""
+
+    attribute: str
+    why: str  # "chance 0.45", or the two argmaxes' probabilities "0.62, 0.71"
+
+
+def one_attribute(
+    first: Slot, second: Slot, chance_floor: float, probability_floor: float
+) -> OneAttribute | None:
+    """The single-valued attribute both statements give a value of, or None.
+
+    By :func:`same_attribute_chance` at ``chance_floor`` where both slots record distributions;
+    in records of older builds, by the argmaxes: the same single-valued attribute, each at least
+    ``probability_floor`` sure (hobbies, friends or allergies add up: a new one replaces none).
+    ``consolidate`` reads it at the update rule's floors, recall at its own lower ones."""
+    chance = same_attribute_chance(first, second)
+    if chance is not None:
+        total, attribute = chance
+        return OneAttribute(attribute, f"chance {total:.2f}") if total >= chance_floor else None
+    if first.attribute is None or first.attribute != second.attribute:
+        return None
+    if not (first.single_valued and second.single_valued):
+        return None
+    if min(first.attribute_probability, second.attribute_probability) < probability_floor:
+        return None
+    why = f"{first.attribute_probability:.2f}, {second.attribute_probability:.2f}"
+    return OneAttribute(first.attribute, why)
 
 
 def same_attribute_chance(first: Slot, second: Slot) -> tuple[float, str] | None:

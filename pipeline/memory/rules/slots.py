@@ -41,7 +41,7 @@ import jieba.posseg
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.memory.rules.attribute_chance import same_attribute_chance
+from pipeline.memory.rules.attribute_chance import one_attribute
 from pipeline.memory.rules.extraction import _STOP_CAPITALS, _TECH_PATTERN
 from pipeline.memory.rules.text import language_of, normalise
 from pipeline.recall.lexical import tokenize
@@ -1798,11 +1798,10 @@ def same_attribute(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     (``Slot.attribute``, recorded by ``prepare`` from ``pipeline/models/attributes.py``). What
     the model cannot know, the statements' structure still says:
 
-    * the chance that both give one single-valued attribute (``same_attribute_chance``, from
-      the distributions ``prepare`` recorded) is at least ``attribute_chance``; in records of
-      older builds, both argmaxes are one single-valued attribute, each at least
-      ``attribute_probability`` sure (hobbies, friends or allergies add up: a new one replaces
-      none);
+    * both give one single-valued attribute (``attribute_chance.one_attribute``): by the
+      chance from the distributions ``prepare`` recorded, at least ``attribute_chance``; in
+      records of older builds, by both argmaxes, each at least ``attribute_probability`` sure
+      (hobbies, friends or allergies add up: a new one replaces none);
     * one speaker, the older stateful, the newer of a kind that updates (``_stateful_pair``);
       neither is a question, and the newer does not add ("also", 也) — weighing and keeping
       words were checked by the caller;
@@ -1815,21 +1814,9 @@ def same_attribute(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     """
     assert older.slot is not None and newer.slot is not None
     first, second = older.slot, newer.slot
-    chance = same_attribute_chance(first, second)
-    if chance is not None:
-        if chance[0] < policy.attribute_chance:
-            return None
-        attribute, why = chance[1], f"chance {chance[0]:.2f}"
-    else:
-        if first.attribute is None or first.attribute != second.attribute:
-            return None
-        if not (first.single_valued and second.single_valued):
-            return None
-        sure = min(first.attribute_probability, second.attribute_probability)
-        if sure < policy.attribute_probability:
-            return None
-        attribute = first.attribute
-        why = f"{first.attribute_probability:.2f}, {second.attribute_probability:.2f}"
+    read = one_attribute(first, second, policy.attribute_chance, policy.attribute_probability)
+    if read is None:
+        return None
     if second.additive or second.question or first.question:
         return None
     if older.session is None or older.session == newer.session:
@@ -1856,7 +1843,7 @@ def same_attribute(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     if reads and cosine >= policy.restatement_cosine and not (old_values and new_values):
         return None  # the same thing in other words ("I drink my coffee black" / "Black coffee")
     return (
-        f"attribute: {attribute} ({why}); {', '.join(old_own)} -> {', '.join(new_own)}; "
+        f"attribute: {read.attribute} ({read.why}); {', '.join(old_own)} -> {', '.join(new_own)}; "
         f"statement cosine {cosine:.3f}"
     )
 
