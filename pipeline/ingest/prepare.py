@@ -497,7 +497,7 @@ def prepare_batch(
                     slot_of_turn[index] = slot
     ahead = second_vectors_ahead(
         classifier,
-        [turn_search_text(turn, time_notes=time_notes) for turn in judged.values()],
+        [texts[text_of[index]] for index in judged],  # their search texts, embedded below too
         attributes,
         [analyses[index].search_text for index in attribute_statements(slot_of_turn)],
         memo,
