@@ -10,11 +10,11 @@ dozen tokens. This pass computes the same bits for a batch:
   texts at once. A row of a matrix product does not depend on the other rows as long as every
   product takes BLAS's general path; BLAS takes other paths for small products (a text of a few
   tokens), so a text short enough to take one alone is computed alone. :func:`general_path_rows`
-  finds that length on this machine's BLAS, with the model's own weights, when the encoder loads.
+  finds that length on this machine's BLAS, with the model's own weights, at the first batch.
 * The sentence layers run one text at a time, as they do alone (a one-row product is another
   BLAS path again), on weights that stay in cache from one text to the next.
 
-:class:`ExactBatches` checks the result against the one-text pass on a few texts when it loads
+:class:`ExactBatches` checks the result against the one-text pass on a few texts when it is built
 and, if a bit differs (another BLAS, another package version), says so: the caller then keeps the
 one-text pass.
 """
