@@ -242,8 +242,9 @@ def newest_first(
     if relevance.size == 0:
         return scores
     members = np.flatnonzero(answer_group(relevance, margin, cosine, created))
-    # Newest first; equal times keep the better score first.
-    order = members[np.lexsort((-scores[members], -created[members]))]
+    # Newest sitting first; within one sitting the better score first (remarks said in the same
+    # breath stand beside each other: the later one replaces nothing).
+    order = members[np.lexsort((-scores[members], -sittings(created[members])))]
     top = float(scores[members].max())
     adjusted = scores.copy()
     adjusted[order] = top - _NEWEST_STEP * np.arange(order.size)
@@ -257,22 +258,38 @@ def older_answers(
     cosine: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.bool_]:
     """What held before the newest member of a current-value query's ``answer_group``: the
-    members within ``margin`` of the best relevance that are older than it.
+    members within ``margin`` of the best relevance said in an earlier sitting (``sittings``).
 
     "What do we use for CI these days?" asked after "our CI runs on Jenkins" and, later, "all our
     CI pipelines live in GitHub Actions": both answer it about equally well, the newer is the
     answer now, and the older offered beside it reads as still true. The engine leaves these out
     of a current-value answer unless history is asked for. A member that is only as close in
     meaning is ordered with the group but never left out: leaving out needs the stronger
-    evidence of matching the question as well as the best answer. Equal times keep every member.
+    evidence of matching the question as well as the best answer. Members of the newest sitting
+    are all current: what was said in the same breath replaced nothing.
     """
     older = np.zeros(relevance.size, dtype=np.bool_)
     if relevance.size == 0:
         return older
-    newest = float(created[answer_group(relevance, margin, cosine, created)].max())
+    members = np.flatnonzero(answer_group(relevance, margin, cosine, created))
+    sitting = sittings(created[members])
+    latest_start = float(created[members][sitting == sitting.max()].min())
     matches = relevance >= float(relevance.max()) - margin
-    older[matches & (created < newest)] = True
+    older[matches & (created < latest_start)] = True
     return older
+
+
+def sittings(created: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Which sitting each moment belongs to, numbered from the earliest: moments less than
+    ``REPLACEMENT_GAP_DAYS`` apart (chained) are one sitting, since a value that replaces
+    another is said later, not in the same breath."""
+    if created.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(created, kind="stable")
+    gaps = np.diff(created[order]) >= REPLACEMENT_GAP_DAYS * SECONDS_PER_DAY
+    number = np.empty(created.size, dtype=np.int64)
+    number[order] = np.concatenate(([0], np.cumsum(gaps)))
+    return number
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pipeline.recall.scoring import (
     relevance,
     replaced_answers,
     score_weights,
+    sittings,
     status_at,
     supersede_chain,
     truncate_by_gaps,
@@ -25,6 +26,7 @@ from pipeline.runtime.settings import RecallPolicy
 from schemas.memory import Association, Slot
 
 POLICY = RecallPolicy()
+DAY = 86_400.0
 
 
 def test_seed_formula() -> None:
@@ -135,7 +137,7 @@ def test_newest_first_orders_the_about_equally_relevant_by_time() -> None:
     import numpy as np
 
     relevance = np.array([0.70, 0.66, 0.40, 0.64])
-    created = np.array([100.0, 300.0, 400.0, 200.0])  # epoch seconds
+    created = np.array([1.0, 3.0, 4.0, 2.0]) * DAY  # epoch seconds, days apart
     scores = np.array([0.60, 0.58, 0.45, 0.57])
     adjusted = newest_first(relevance, created, scores, margin=0.08)
     # The group (relevance >= 0.62): 1 (newest), 3, 0 (oldest); 2 is out and keeps its score.
@@ -149,13 +151,40 @@ def test_older_answers_are_the_group_members_before_its_newest() -> None:
     import numpy as np
 
     relevance = np.array([0.70, 0.66, 0.40, 0.64])
-    created = np.array([100.0, 300.0, 400.0, 200.0])
+    created = np.array([1.0, 3.0, 4.0, 2.0]) * DAY
     # Group (relevance >= 0.62): 1 is the newest; 0 and 3 held before it; 2 is out of the group.
     assert older_answers(relevance, created, margin=0.08).tolist() == [True, False, False, True]
     # Members said at the same time are all current.
     same = older_answers(np.array([0.7, 0.69]), np.array([5.0, 5.0]), margin=0.1)
     assert same.tolist() == [False, False]
     assert older_answers(np.array([]), np.array([]), margin=0.1).size == 0
+
+
+def test_remarks_of_one_sitting_keep_their_order_and_are_all_current() -> None:
+    import numpy as np
+
+    # The old value a week before; then, in one sitting a minute apart, the new value and an
+    # unrelated remark that happens to match the question as well.
+    relevance = np.array([0.66, 0.64, 0.70])
+    created = np.array([0.0, 7 * DAY, 7 * DAY + 60.0])
+    scores = np.array([0.58, 0.57, 0.60])
+    adjusted = newest_first(relevance, created, scores, margin=0.08)
+    # The sitting a week later goes first, its members by their own scores; the old value last.
+    assert list(np.argsort(-adjusted)) == [2, 1, 0]
+    assert older_answers(relevance, created, margin=0.08).tolist() == [True, False, False]
+    # The remark said a day later is a sitting of its own: it is newest, and what came before it
+    # held before.
+    later = np.array([0.0, 7 * DAY, 8 * DAY])
+    assert list(np.argsort(-newest_first(relevance, later, scores, margin=0.08))) == [2, 1, 0]
+    assert older_answers(relevance, later, margin=0.08).tolist() == [True, True, False]
+
+
+def test_sittings_chain_moments_less_than_a_day_apart() -> None:
+    import numpy as np
+
+    created = np.array([5.0, 0.0, 0.5, 3.2, 1.4]) * DAY
+    assert sittings(created).tolist() == [2, 0, 0, 1, 0]
+    assert sittings(np.array([])).size == 0
 
 
 def test_newest_first_with_no_margin_keeps_only_the_best_on_top() -> None:
