@@ -186,6 +186,29 @@ _WEEKDAYS_EN = {
     "saturday": 5,
     "sunday": 6,
 }
+# Short forms people type. "last sat" is plain; after "on" only the forms that are no other word
+# count ("on Thurs", not "on sun cream" or "on Wed…" as a name).
+_WEEKDAY_SHORT = {
+    "mon": 0,
+    "tue": 1,
+    "tues": 1,
+    "wed": 2,
+    "weds": 2,
+    "thu": 3,
+    "thur": 3,
+    "thurs": 3,
+    "fri": 4,
+    "sat": 5,
+    "sun": 6,
+}
+_WEEKDAY_SHORT_AFTER_ON = r"tues?|weds|thu|thurs?|fri"
+
+
+def _weekday_en(word: str) -> int:
+    word = word.lower().rstrip(".")
+    return _WEEKDAYS_EN[word] if word in _WEEKDAYS_EN else _WEEKDAY_SHORT[word]
+
+
 _WEEKDAYS_ZH = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _ZH_NUM = r"[0-9零〇一二两三四五六七八九十百]+"
 
@@ -255,7 +278,7 @@ def _calendar_date(year: int, month: int, day: int, at: datetime) -> datetime | 
 
 
 _DAY_OF_MONTH = re.compile(r"(\d{1,2})")
-_MONTH_WORD = re.compile(rf"\b(?:{_MONTH_RE})\b", re.IGNORECASE)
+_MONTH_WORD = re.compile(rf"\b(?:{_MONTH_RE})\b", re.IGNORECASE | re.ASCII)
 
 
 def _month_day(text: str) -> tuple[int, int] | None:
@@ -340,7 +363,9 @@ class _Rule:
 def _rule(
     pattern: str, build: Matcher, *, explicit: bool = False, query_only: bool = False
 ) -> _Rule:
-    return _Rule(re.compile(pattern, re.IGNORECASE), build, explicit, query_only)
+    # ASCII classes: ``\b`` and ``\w`` see a Chinese character as a non-word, so an English
+    # phrase written straight against Chinese ("yesterday我去的那家店") still has its edges.
+    return _Rule(re.compile(pattern, re.IGNORECASE | re.ASCII), build, explicit, query_only)
 
 
 def _days_before(at: datetime, days: int, label: str) -> TimeWindow:
@@ -368,6 +393,7 @@ _RECENT_DAYS = 7
 
 _EN_COUNT = r"(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a couple of)"
 _EN_WEEKDAY = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_EN_WEEKEND = r"(?:weekend|wknd|wkend)"
 _ZH_WEEK = r"(?:周|星期|个星期|礼拜|个礼拜)"
 _EN_MONTH_DAY = (
     rf"(?:(?:{_MONTH_RE})\.? \d{{1,2}}(?:st|nd|rd|th)?"
@@ -405,6 +431,93 @@ def _zh_month_day(m: re.Match[str], at: datetime) -> TimeWindow | None:
     if month is None or day is None:
         return None
     return _date(_latest_date_year(at, month, day), month, day, at, _label(m))
+
+
+_PART_OF_MONTH = {
+    "start": "early",
+    "beginning": "early",
+    "middle": "mid",
+    "end": "late",
+    "early": "early",
+    "mid": "mid",
+    "late": "late",
+    "初": "early",
+    "上旬": "early",
+    "中": "mid",
+    "中旬": "mid",
+    "底": "late",
+    "末": "late",
+    "下旬": "late",
+}
+_MONTH_OFFSET = {"this": 0, "the": 0, "last": -1, "next": 1}
+_ZH_MONTH_OFFSET = {
+    "这个": 0,
+    "本": 0,
+    "上": -1,
+    "上个": -1,
+    "上上": -2,
+    "上上个": -2,
+    "下": 1,
+    "下个": 1,
+}
+_ZH_YEAR_OFFSET = {"今年": 0, "去年": -1, "前年": -2}
+_ZH_MONTH_NUMBER = r"(\d{1,2}|十[一二]?|[一二三四五六七八九])"
+
+
+def _part_of_relative_month(at: datetime, offset: int, part: str, label: str) -> TimeWindow:
+    """Early / mid / late part of the month ``offset`` months from ``at``'s ("月初", "end of last
+    month")."""
+    year, month = at.year, at.month + offset
+    return _part_of_month(year, month, _PART_OF_MONTH[part], at, label)
+
+
+def _zh_month_year(m_year: str | None, m_word: str | None, month: int, at: datetime) -> int:
+    """The year of a Chinese month: spelled out (2023年), a year word (去年), else the latest."""
+    if m_year:
+        return int(m_year)
+    if m_word:
+        return at.year + _ZH_YEAR_OFFSET[m_word]
+    return _latest_month(at, month)
+
+
+def _zh_month(m: re.Match[str], at: datetime) -> TimeWindow | None:
+    """3月份, 十二月, 去年12月: the whole month (the latest one not after ``at`` unless a year is
+    named)."""
+    month = parse_chinese_number(m[3])
+    if month is None or not 1 <= month <= 12:
+        return None
+    return _month(_zh_month_year(m[1], m[2], month, at), month, at, _label(m))
+
+
+def _zh_month_part(m: re.Match[str], at: datetime) -> TimeWindow | None:
+    """一月底, 五月下旬, 2023年8月初: the early / mid / late part of a named month."""
+    month = parse_chinese_number(m[3])
+    if month is None or not 1 <= month <= 12:
+        return None
+    year = _zh_month_year(m[1], m[2], month, at)
+    return _part_of_month(year, month, _PART_OF_MONTH[m[4]], at, _label(m))
+
+
+def _days_of_latest_month(at: datetime, first: int, last: int, label: str) -> TimeWindow | None:
+    """From the 3rd to the 7th, 3号到7号: both days, in the latest month the first has passed in."""
+    start = _day_of_latest_month(at, first, label)
+    if start is None or last < first:
+        return None
+    end = _calendar_date(start.start.year, start.start.month, last, at)
+    return _span(start.start, end, label) if end else None
+
+
+def _weekday_span(m: re.Match[str], at: datetime) -> TimeWindow | None:
+    """ "From Monday through Wednesday (this week / last week)": both days; without a week, the
+    latest such span that has begun."""
+    first, last = _weekday_en(m[1]), _weekday_en(m[2])
+    week = (m[3] or "").lower()
+    if week:
+        monday = _week(at, -1 if week.startswith(("last", "previous")) else 0, "").start
+        start = monday + timedelta(days=first)
+    else:
+        start = _weekday_back(at, first, False, "").start
+    return _span(start, start + timedelta(days=(last - first) % 7), _label(m))
 
 
 def _label(match: re.Match[str]) -> str:
@@ -467,6 +580,49 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # Calendar spans: a range of days, the n-th week of a month, the early/mid/late part of one.
     _rule(
+        r"\b(?:from|between) the (\d{1,2})(?:st|nd|rd|th)?\s+(?:and|to|until|till|through|thru|-)"
+        r"\s+(?:the )?(\d{1,2})(?:st|nd|rd|th)\b",
+        lambda m, at: _days_of_latest_month(at, int(m[1]), int(m[2]), _label(m)),
+    ),
+    _rule(
+        r"\b(?:from |between )?(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\s+"
+        r"(?:to|until|till|through|thru|-)\s+"
+        r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+        r"(?:\s+(?:of\s+)?(this week|last week|previous week))?\b",
+        _weekday_span,
+    ),
+    # "Aug 10 through Aug 14" needs no "from": the connective says it is a span ("and" would
+    # not: "on May 3 and May 5" are two days).
+    _rule(
+        rf"\b({_EN_MONTH_DAY})(?:,? ((?:19|20)\d\d))?\s+(?:to|until|till|through|thru|-|–)\s+"
+        rf"({_EN_MONTH_DAY}|\d{{1,2}}(?:st|nd|rd|th)?)(?:,? ((?:19|20)\d\d))?\b",
+        _range,
+    ),
+    _rule(
+        r"\b(?:at |in |during |towards? )?(?:the )?(start|beginning|middle|end) of "
+        r"(this|last|the|next) month\b",
+        lambda m, at: _part_of_relative_month(
+            at, _MONTH_OFFSET[m[2].lower()], m[1].lower(), _label(m)
+        ),
+    ),
+    _rule(
+        r"\b(early|mid|late)[- ](this|last|next) month\b",
+        lambda m, at: _part_of_relative_month(
+            at, _MONTH_OFFSET[m[2].lower()], m[1].lower(), _label(m)
+        ),
+    ),
+    _rule(
+        rf"\b(?:at |in |during |towards? )?(?:the )?(start|beginning|middle|end) of "
+        rf"({_MONTH_RE})(?:,? ((?:19|20)\d\d))?\b",
+        lambda m, at: _part_of_month(
+            _year_of(m[3], at, _MONTHS[m[2].lower()]),
+            _MONTHS[m[2].lower()],
+            _PART_OF_MONTH[m[1].lower()],
+            at,
+            _label(m),
+        ),
+    ),
+    _rule(
         rf"\b(?:between|from) ({_EN_MONTH_DAY})(?:,? ((?:19|20)\d\d))?\s+"
         rf"(?:and|to|until|till|through)\s+({_EN_MONTH_DAY}|\d{{1,2}}(?:st|nd|rd|th)?)"
         r"(?:,? ((?:19|20)\d\d))?\b",
@@ -513,11 +669,11 @@ _RULES: tuple[_Rule, ...] = (
         query_only=True,
     ),
     _rule(
-        r"\b(?:over|at|on|during) the weekend\b",
+        rf"\b(?:over|at|on|during) the {_EN_WEEKEND}\b",
         lambda m, at: _latest_weekend(at, _label(m)),
         query_only=True,
     ),
-    _rule(r"\b(?:yesterday|last night)\b", lambda m, at: _day(at, -1, _label(m))),
+    _rule(r"\b(?:yesterday|yday|last night|last nite)\b", lambda m, at: _day(at, -1, _label(m))),
     _rule(
         r"\b(?:today|tonight|this morning|this afternoon|this evening)\b",
         lambda m, at: _day(at, 0, _label(m)),
@@ -545,11 +701,11 @@ _RULES: tuple[_Rule, ...] = (
     _rule(r"\b(?:last|previous) year\b", lambda m, at: _year(at.year - 1, at, _label(m))),
     _rule(r"\bthis year\b", lambda m, at: _year(at.year, at, _label(m))),
     _rule(
-        r"\b(?:last|previous|this past|the past) weekend\b",
+        rf"\b(?:last|previous|this past|the past) {_EN_WEEKEND}\b",
         lambda m, at: _weekend(at, -1, _label(m)),
     ),
-    _rule(r"\bthis weekend\b", lambda m, at: _weekend(at, 0, _label(m))),
-    _rule(r"\bnext weekend\b", lambda m, at: _weekend(at, 1, _label(m))),
+    _rule(rf"\bthis {_EN_WEEKEND}\b", lambda m, at: _weekend(at, 0, _label(m))),
+    _rule(rf"\bnext {_EN_WEEKEND}\b", lambda m, at: _weekend(at, 1, _label(m))),
     _rule(
         rf"\b{_EN_COUNT} weekends? ago\b",
         lambda m, at: _weekend(at, -(_en_number(m[1]) or 1), _label(m)),
@@ -570,12 +726,14 @@ _RULES: tuple[_Rule, ...] = (
         lambda m, at: _shift_unit(at, -(_en_number(m[1]) or 1), m[2].lower(), _label(m)),
     ),
     _rule(
-        r"\blast (monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
-        lambda m, at: _weekday_back(at, _WEEKDAYS_EN[m[1].lower()], True, _label(m)),
+        r"\blast (monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+        r"|mon|tues?|weds?|thu|thurs?|fri|sat|sun)\b\.?",
+        lambda m, at: _weekday_back(at, _weekday_en(m[1]), True, _label(m)),
     ),
     _rule(
-        r"\bon (monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
-        lambda m, at: _weekday_back(at, _WEEKDAYS_EN[m[1].lower()], False, _label(m)),
+        rf"\bon (monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+        rf"|{_WEEKDAY_SHORT_AFTER_ON})\b\.?",
+        lambda m, at: _weekday_back(at, _weekday_en(m[1]), False, _label(m)),
     ),
     # A bare year, not part of an identifier or version ("SF2023", "v2023.1", "2023-05").
     _rule(
@@ -615,10 +773,36 @@ _RULES: tuple[_Rule, ...] = (
         lambda m, at: _week_of_month(_year_of(m[1], at, int(m[2])), int(m[2]), m[3], at, _label(m)),
     ),
     _rule(
-        r"(?:((?:19|20)\d\d)年)?(\d{1,2})月(初|中|底|末)",
-        lambda m, at: _part_of_month(
-            _year_of(m[1], at, int(m[2])), int(m[2]), "末" if m[3] == "底" else m[3], at, _label(m)
-        ),
+        rf"(?:((?:19|20)\d\d)年|(去年|今年|前年))?{_ZH_MONTH_NUMBER}月份?(初|上旬|中旬|下旬|中|底|末)",
+        _zh_month_part,
+    ),
+    # 3月份, 十二月, 去年12月: a whole month. Not "三个月" (a duration) nor a date (5月3号, the
+    # longer match).
+    _rule(
+        rf"(?:((?:19|20)\d\d)年|(去年|今年|前年))?(?<![\d〇一二两三四五六七八九十百个第每])"
+        rf"{_ZH_MONTH_NUMBER}月份?(?![\d〇一二两三四五六七八九十])",
+        _zh_month,
+    ),
+    _rule(
+        r"(这个|本|上上个?|上个?|下个?)月(初|上旬|中旬|下旬|中|底|末)",
+        lambda m, at: _part_of_relative_month(at, _ZH_MONTH_OFFSET[m[1]], m[2], _label(m)),
+    ),
+    _rule(
+        r"(?<![\d〇一二两三四五六七八九十百个年这本上下每])月(初|上旬|中旬|下旬|底|末)",
+        lambda m, at: _part_of_relative_month(at, 0, m[1], _label(m)),
+    ),
+    # 3号到7号: both days, in the latest month the first has passed in.
+    _rule(
+        r"(?<![\d月])(\d{1,2})[号日]?(?:到|至|~|～|-|—)(\d{1,2})[号日]",
+        lambda m, at: _days_of_latest_month(at, int(m[1]), int(m[2]), _label(m)),
+    ),
+    # "1号我交房租了吗": a day of the latest month it has passed in. Not a line, a building, a
+    # bed or a seat ("3号线", "5号楼").
+    _rule(
+        r"(?<![\d月〇一二两三四五六七八九十几第])(\d{1,2}|[一二三四五六七八九十]{1,3})号"
+        r"(?!线|楼|床|门|口|位|房|桌|厅|窗|馆|机|车|柜|台|码|球|店|院|仓|包|选手|文件|电池|字|站)",
+        lambda m, at: _day_of_latest_month(at, parse_chinese_number(m[1]) or 0, _label(m)),
+        query_only=True,
     ),
     _rule(r"((?:19|20)\d\d)年", lambda m, at: _year(int(m[1]), at, _label(m)), explicit=True),
     # ----- Chinese: relative -----
@@ -647,7 +831,7 @@ _RULES: tuple[_Rule, ...] = (
         r"(?:这|本)(?:周|星期|个星期|礼拜)([一二三四五六日天])",
         lambda m, at: _day(_week(at, 0, "").start, _WEEKDAYS_ZH[m[1]], _label(m)),
     ),
-    _rule(rf"上个?{_ZH_WEEK}末", lambda m, at: _weekend(at, -1, _label(m))),
+    _rule(rf"上个?{_ZH_WEEK}的?(?:周)?末", lambda m, at: _weekend(at, -1, _label(m))),
     _rule(rf"(?:这|本)个?{_ZH_WEEK}末", lambda m, at: _weekend(at, 0, _label(m))),
     # A bare "周末" is habitual as often as not in a turn ("我喜欢周末去爬山"); in a question it
     # is the weekend just gone, as "over the weekend" is.
@@ -703,7 +887,7 @@ _UNIT_BEFORE = re.compile(
     rf"\b(?:(?:the|last)\s+)?(?:{_EN_COUNT}\s+)?"
     r"(days?|weeks?|weekends?|months?|years?|monday|tuesday|wednesday|thursday|friday|saturday"
     r"|sunday)\s+(?:before|prior to)\s+$",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 
 
@@ -751,7 +935,7 @@ def time_references(text: str, at: datetime, *, query: bool = False) -> list[Tim
 # Every rule's phrase contains one of these (a digit, a Chinese time character, a time noun, a
 # month or weekday name), so a text without any names no time. A set lookup per word: one big
 # case-insensitive alternation would cost more than the rules it saves.
-_TRIGGER_CHARS = re.compile(r"[\d天日周星期礼拜月年昨今明]")
+_TRIGGER_CHARS = re.compile(r"[\d天日周星期礼拜月年昨今明号]")
 _TRIGGER_WORDS = frozenset(
     {
         "yesterday",
@@ -770,6 +954,11 @@ _TRIGGER_WORDS = frozenset(
         ),
         *_MONTHS,
         *_WEEKDAYS_EN,
+        *_WEEKDAY_SHORT,
+        "yday",
+        "nite",
+        "wknd",
+        "wkend",
     }
 )
 _WORD = re.compile(r"[A-Za-z]+")
@@ -876,6 +1065,14 @@ def _has_date_word(query: str, language: str) -> bool:
     return any((word in tokens) if " " not in word else (word in lowered) for word in words)
 
 
+_TIMES_OF_DAY = frozenset({"morning", "afternoon", "evening", "night", "noon", "midnight"})
+
+
+def _only_a_time_of_day(phrase: str) -> bool:
+    words = [word for word in phrase.lower().split() if word not in {"a", "an", "the"}]
+    return bool(words) and set(words) <= _TIMES_OF_DAY
+
+
 # A Latin phrase this short, less the words dateparser skips, is as often a word as a date ("we"
 # read as Wednesday, "sat at" as Saturday); "last sat" and "Tuesday" are long enough.
 _MIN_LATIN_PHRASE = 4
@@ -906,6 +1103,8 @@ def _library_window(query: str, at: datetime) -> TimeWindow | None:
         text = phrase.strip()
         if not _CJK.search(text) and len(_meaningful(text, language)) < _MIN_LATIN_PHRASE:
             continue
+        if _only_a_time_of_day(_meaningful(text, language)):
+            continue  # "a morning routine", "evening classes": a time of day, not a day
         if moment == local or moment > local:
             continue
         period = reader.get_date_data(text).period

@@ -331,3 +331,60 @@ def test_loose_phrases_bound_a_question_but_date_no_turn() -> None:
     assert time_references("I saw her the other day, over the weekend, on the 9th.", AT) == []
     assert time_references("我喜欢周末去爬山", AT) == []
     assert parse_time_window("who lives on the 3rd floor", AT) is None
+
+
+# Phrasings the time-phrase probe's writer used (bench/time_phrases): the forms people type, an
+# English phrase written against Chinese, parts of a month, spans, a bare day of the month.
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("what was i stressed about yday", day(2024, 5, 14), day(2024, 5, 15)),
+        ("yesterday我去的那家咖啡店叫什么", day(2024, 5, 14), day(2024, 5, 15)),
+        ("last Friday我在哪吃的饭", day(2024, 5, 10), day(2024, 5, 11)),
+        ("on Thurs, what time was my appointment", day(2024, 5, 9), day(2024, 5, 10)),
+        ("last sat what did we watch", day(2024, 5, 11), day(2024, 5, 12)),
+        ("over the wknd did i mention a cafe?", day(2024, 5, 11), day(2024, 5, 13)),
+        ("at the start of the month I set a budget", day(2024, 5, 1), day(2024, 5, 11)),
+        ("what did I do at the end of last month", day(2024, 4, 21), day(2024, 5, 1)),
+        ("mid last month", day(2024, 4, 11), day(2024, 4, 21)),
+        ("at the end of March", day(2024, 3, 21), day(2024, 4, 1)),
+        ("from the 3rd to the 7th what did i eat", day(2024, 5, 3), day(2024, 5, 8)),
+        ("summarise Apr 10 through Apr 14", day(2024, 4, 10), day(2024, 4, 15)),
+        ("from monday through wednesday this week", day(2024, 5, 13), day(2024, 5, 16)),
+        ("monday to tuesday last week", day(2024, 5, 6), day(2024, 5, 8)),
+        ("上个礼拜的周末我在干嘛", day(2024, 5, 11), day(2024, 5, 13)),
+        ("去年12月我去哪旅游了", day(2023, 12, 1), day(2024, 1, 1)),
+        ("3月份我读了哪些书", day(2024, 3, 1), day(2024, 4, 1)),
+        ("十二月我在忙什么", day(2023, 12, 1), day(2024, 1, 1)),
+        ("一月底我说要买什么", day(2024, 1, 21), day(2024, 2, 1)),
+        ("五月下旬我去医院了吗", day(2024, 5, 21), day(2024, 6, 1)),  # as "late May" reads
+        ("月初买的那笔理财是啥", day(2024, 5, 1), day(2024, 5, 11)),
+        ("上个月底交了什么", day(2024, 4, 21), day(2024, 5, 1)),
+        ("1号我交房租了吗", day(2024, 5, 1), day(2024, 5, 2)),
+        ("二十号去哪了", day(2024, 4, 20), day(2024, 4, 21)),
+        ("3号到7号我吃了什么", day(2024, 5, 3), day(2024, 5, 8)),
+    ],
+)
+def test_the_forms_people_type(query: str, start: datetime, end: datetime) -> None:
+    window = parse_time_window(query, AT)
+    assert window is not None, query
+    assert (window.start, window.end) == (start, end), query
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Do I have a morning routine?",
+        "我坐几号线去公司？",
+        "我住在5号楼几层？",
+        "我一个月去几次健身房？",
+        "我每月底还信用卡吗？",
+        "did I go out on monday and wednesday",  # two days, not a span: the first is read
+    ],
+)
+def test_words_that_name_no_such_window(query: str) -> None:
+    window = parse_time_window(query, AT)
+    if query.startswith("did I go out"):
+        assert window is not None and window.end - window.start == timedelta(days=1)
+    else:
+        assert window is None, (query, window)

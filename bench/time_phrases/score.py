@@ -1,0 +1,89 @@
+"""How often the query time parser names the window the probe's writer meant.
+
+``probe.jsonl`` (README.md) holds questions written without reading the parser, each with the
+window its writer meant (or none). Each item belongs to one half by a seeded hash of its id:
+``tune`` may be looked at while the parser is changed, ``test`` is only scored.
+
+    python -m bench.time_phrases.score --half tune [--show]
+    python -m bench.time_phrases.score --half test          # rates only
+
+Prints JSON: exact windows, per half and language; ``--show`` lists the tune half's misses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from collections.abc import Sequence
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pipeline.recall.temporal import parse_time_window
+
+PROBE = Path(__file__).with_name("probe.jsonl")
+SPLIT_SEED = "hindsight-time-probe/"
+
+
+def half_of(item_id: str) -> str:
+    """``test`` for about half the items, by a seeded hash of the id alone (never the text)."""
+    return "test" if hashlib.sha256((SPLIT_SEED + item_id).encode()).digest()[0] % 2 else "tune"
+
+
+def parsed_window(query: str, asked_at: datetime) -> list[str] | None:
+    """The parser's window as two ISO dates ``[start, end)``, or None when it names none."""
+    window = parse_time_window(query, asked_at)
+    if window is None:
+        return None
+    return [window.start.date().isoformat(), window.end.date().isoformat()]
+
+
+def _rate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    right = sum(row["got"] == row["window"] for row in rows)
+    return {
+        "items": len(rows),
+        "right": right,
+        "rate": round(right / len(rows), 3) if rows else None,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--half", choices=("tune", "test", "all"), default="tune")
+    parser.add_argument("--show", action="store_true", help="list the tune half's misses")
+    args = parser.parse_args(argv)
+    if args.show and args.half != "tune":
+        parser.error("--show lists only the tune half: the test half is scored, never read")
+    rows = []
+    for line in PROBE.read_bytes().splitlines():
+        item = orjson.loads(line)
+        if args.half != "all" and half_of(item["id"]) != args.half:
+            continue
+        asked_at = datetime.fromisoformat(item["asked_at"])
+        rows.append({**item, "got": parsed_window(item["query"], asked_at)})
+    report = {
+        "half": args.half,
+        "all": _rate(rows),
+        "by_language": {
+            lang: _rate([row for row in rows if row["lang"] == lang]) for lang in ("en", "zh")
+        },
+        "windows_named": _rate([row for row in rows if row["window"] is not None]),
+        "none_named": _rate([row for row in rows if row["window"] is None]),
+    }
+    sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    if args.show:
+        for row in rows:
+            if row["got"] != row["window"]:
+                weekday = date.fromisoformat(row["asked_at"][:10]).strftime("%a")
+                sys.stdout.write(
+                    f"{row['id']} [{weekday} {row['asked_at']}] {row['query']!r}: "
+                    f"meant {row['window']}, got {row['got']}\n"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
