@@ -181,9 +181,17 @@ def seeks_recency(query: str) -> bool:
 # parser takes first) it reads "these days" ("我最近在读什么书？"), and newest-first also orders
 # a "what did I do recently" list sensibly (docs/BENCHMARKS.md, "Current-value questions").
 _NOW_WORDS = (
-    r"\b(?:now|right now|currently|current|nowadays|these days|at the moment|at present"
-    r"|any ?more|still|as of now|from now on)\b"
-    r"|现在|目前|当前|如今|此刻|这些天|这阵子|这段时间|最近|仍然|依然|仍旧"
+    r"\b(?:(?<!just )now|right now|currently|nowadays|these days|at the moment|at present"
+    r"|at this point(?: in time)?|as of (?:now|today)|as things stand|any ?more|any longer"
+    r"|still|from now on)\b"
+    # "current" before a noun ("my current job"), not the noun ("the current in the river").
+    r"|\bcurrent(?=\s+[a-z])(?!\s+(?:in|of|and|is|was|flows?)\b)"
+    # Where a choice came to rest: "the dose I landed on". Not "end up": "what did they end up
+    # playing at the charity event?" asks about an event (LoCoMo).
+    r"|\b(?:settled on|landed on)\b"
+    r"|现在|目前|当前|当下|如今|眼下|此刻|这会儿|现阶段|至今|到现在|截至(?:今天|目前|现在)"
+    r"|这些天|这阵子|这段时间|近来|最近(?!一次|的一次)|仍然|依然|依旧|仍旧|最新"
+    r"|后来(?:又)?(?:换|改)成|改完之后|调整到"
 )
 # "The last book I read", "my most recent trip", 最近一次: the newest instance. Not "last
 # summer" or "last name": a time of year (not a calendar unit the window parser takes first) or
@@ -194,11 +202,20 @@ _LATEST_WORDS = (
     r"(?!\s+(?:name|summer|winter|spring|autumn|fall|season)\b)"
     r"|最近一次|最后一次"
 )
+# 还 as "still" up to the question's particle, not 还 as "repay" (还了吗, 还钱) and not the 么 of
+# 什么 / 怎么 ("那天我妈还说了什么"); "…了没" asks whether a state has been reached by now.
 _CURRENT_VALUE = re.compile(
-    rf"{_NOW_WORDS}|还(?!记得)[^，。,.？?！!]{{0,16}}(?:吗|么|没有|不)", re.IGNORECASE
+    rf"{_NOW_WORDS}"
+    r"|还(?!记得|了|钱|款|清|贷)[^，。,.？?！!]{0,16}(?:吗|嘛|(?<![什怎多那这])么|没有|不)"
+    r"|了没有?(?=[？?！!。]|$)",
+    re.IGNORECASE | re.ASCII,
 )
-_LATEST = re.compile(_LATEST_WORDS, re.IGNORECASE)
-_TIME_CUES = re.compile(rf"{_NOW_WORDS}|{_LATEST_WORDS}", re.IGNORECASE)
+_LATEST = re.compile(_LATEST_WORDS, re.IGNORECASE | re.ASCII)
+_TIME_CUES = re.compile(rf"{_NOW_WORDS}|{_LATEST_WORDS}", re.IGNORECASE | re.ASCII)
+# "Did I still have the flu when…", "Was I still at Google then?": "still" in a past frame asks
+# about that time, not now.
+_PAST_STILL = re.compile(r"\b(?:did|was|were|had)\b[^,.?!]{0,40}$", re.IGNORECASE | re.ASCII)
+_CAPITALISED_NEXT = re.compile(r"\s+[A-Z]", re.ASCII)
 
 
 def without_time_cues(query: str) -> str:
@@ -220,8 +237,21 @@ def asks_latest(query: str) -> bool:
 
 def asks_current_value(query: str) -> bool:
     """True when the query asks what holds now ("Where do I live now?", "我现在用什么？",
-    "你还喜欢咖啡吗？"): the newest of the equally good answers comes first."""
-    return _CURRENT_VALUE.search(query) is not None
+    "你还喜欢咖啡吗？"): the newest of the equally good answers comes first. A cue inside a
+    name ("the band Now United", "Still Alice", 《当下的力量》) or "still" in a past frame does not
+    count."""
+    return any(_counts_as_now(query, match) for match in _CURRENT_VALUE.finditer(query))
+
+
+def _counts_as_now(query: str, match: re.Match[str]) -> bool:
+    word = match.group(0)
+    before = query[: match.start()]
+    if before.count("《") > before.count("》"):
+        return False  # inside a title: 《当下的力量》
+    mid_sentence = bool(before.strip()) and before.rstrip()[-1:] not in ".?!"
+    if word[:1].isupper() and mid_sentence and _CAPITALISED_NEXT.match(query, match.end()):
+        return False  # a capitalised cue mid-sentence before a capitalised word: a name
+    return not (word.lower() == "still" and _PAST_STILL.search(before))
 
 
 # Questions whose answer is a time: the memory that states one ("yesterday", "last May") is the

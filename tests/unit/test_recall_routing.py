@@ -86,6 +86,27 @@ def test_seeks_recency(query: str, recent: bool) -> None:
         ("Where do I live?", False),
         ("你还记得我们去哪了吗？", False),  # "do you remember", not "still"
         ("我住在哪里？", False),
+        # Kinds from the current-value probe (bench/current_value)
+        ("what vit D dose have i landed on", True),
+        ("What did Anthony end up playing during the charity event?", False),  # an event
+        ("who's my trainer at this point in time", True),
+        ("what's my current dentist", True),
+        ("now我住哪里", True),  # an English cue written against Chinese
+        ("我眼下在吃什么药？", True),
+        ("我这会儿用的是哪个邮箱来着？", True),
+        ("我手机号后来又换成啥了", True),
+        ("我戒烟了没？", True),
+        ("ipad我还在用嘛", True),
+        ("What's the difference between AC and DC electric current?", False),  # the noun
+        ("How strong was the current in the river?", False),
+        ("Who are the members of the band Now United?", False),  # a name
+        ("Who directed the movie Still Alice?", False),
+        ("what did i say just now about the budget", False),  # a moment ago
+        ("Did I still have the flu when I flew to Kyoto?", False),  # a past frame
+        ("那天我妈还说了什么？", False),  # 还 as "also"; 么 of 什么
+        ("我借小王的钱还了吗？", False),  # 还 as "repay"
+        ("我最近一次献血是什么时候？", False),  # the newest instance, not a value now
+        ("《当下的力量》是谁写的？", False),  # a title
     ],
 )
 def test_asks_current_value(query: str, current: bool) -> None:
