@@ -62,7 +62,17 @@ def reason(older: str, newer: str, cosine: float, **kinds: object) -> str | None
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("一百五", 150), ("四千五", 4500), ("一万二千", 12000), ("十一", 11), ("两百", 200)],
+    [
+        ("一百五", 150),
+        ("四千五", 4500),
+        ("一万二千", 12000),
+        ("十一", 11),
+        ("两百", 200),
+        ("两万五", 25000),  # a trailing digit after 万 counts in thousands
+        ("一亿五", 150_000_000),
+        ("一百零五", 105),  # after 零 it counts in ones
+        ("三万零五", 30_005),
+    ],
 )
 def test_chinese_numerals_read_as_numbers(text: str, value: int) -> None:
     assert chinese_number(text) == value
@@ -72,6 +82,48 @@ def test_chinese_numerals_read_as_numbers(text: str, value: int) -> None:
 def test_a_lone_magnitude_character_begins_a_word_and_is_no_number(text: str) -> None:
     # 千层 (a layered cake) once read as "1000 层" and superseded "隔两层楼都能闻到".
     assert [s for s in value_spans(text) if s.kind == "number"] == []
+
+
+# Kinds from the value probe (bench/values): parts of a whole, a number whatever follows it,
+# units of a dose.
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("降压药早上吃一片半", ["number:1.5"]),
+        ("每次一个半小时", ["number:1.5"]),
+        ("狗粮早晚各四分之三杯", ["number:0.75"]),
+        ("电量只剩百分之三十了", ["number:30"]),
+        ("血红蛋白得先回到一百二以上", ["number:120"]),
+        ("退税一千二百三到账了", ["number:1230"]),
+        ("新药二十五毫克的", ["number:25"]),
+        ("Using 1/2 tsp of salt now", ["number:0.5"]),
+        ("Our team grew to a dozen people.", ["number:12"]),
+    ],
+)
+def test_amounts_told_as_grammar(text: str, values: list[str]) -> None:
+    assert [s.value for s in value_spans(text) if s.kind == "number"] == values
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["一辆车就够了", "万一下雨就改天", "半年蹿了一大截", "每晚一集", "physio twice a week"],
+)
+def test_articles_rates_and_durations_beside_a_value_are_no_amounts(text: str) -> None:
+    # A rate or a duration beside a slot's value would read as a second changed value.
+    assert [s for s in value_spans(text) if s.kind == "number"] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hypothetically, if I finished the certification would my pay go up?",
+        "No idea whether the permit got approved or not.",
+        "假如下个月上线的话，服务器预算得加到两万",
+        "要是贷款能批下来，月供大概六千四",
+    ],
+)
+def test_a_state_in_a_supposed_clause_does_not_hold(text: str) -> None:
+    assert [s for s in value_spans(text) if s.kind == "state"] == []
 
 
 def test_numbers_compare_by_value_whatever_their_spelling() -> None:

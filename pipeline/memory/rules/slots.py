@@ -101,14 +101,50 @@ _CN_COUNTED = (
     "本|张|只|条|件|台|辆|间|套|兆|G|g|万|千|百|"
     # the rest of the common measure words (grammar, not phrasing): 三顿, 十秒, 两杯, 五趟
     "秒|顿|遍|趟|回|杯|碗|瓶|罐|盒|包|袋|双|对|份|种|门|所|名|口|片|粒|颗|根|支|把|串|集|部|首|"
-    "篇|页|行|圈|站|户|辆|架|艘|匹|头|升|毫升|克|千克|厘米|毫米|度|折|成"
+    "篇|页|行|圈|站|户|辆|架|艘|匹|头|升|毫升|毫克|微克|克|千克|厘米|毫米|度|折|成"
 )
 _NUMBER = re.compile(
     r"(?<![A-Za-z0-9_.])[$£€¥]?\d{1,3}(?:,\d{3})+(?:\.\d+)?[kKmM]?(?![A-Za-z0-9])"
     r"|(?<![A-Za-z0-9_.])[$£€¥]?\d+(?:[.:]\d+)?(?:[kK](?![A-Za-z0-9]))?"
+    # A digit before 百 / 千 / 万 / 亿 makes a number whatever follows (一百二以上, 两万五到账).
+    r"|第?[一二两三四五六七八九][百千万亿][" + _CN_NUMERAL + r"]*"
     r"|第?[" + _CN_NUMERAL + r"]{2,}(?:(?=" + _CN_COUNTED + r")|(?![\u4e00-\u9fff]))"
     r"|第?[" + _CN_LONE_NUMERAL + r"](?=" + _CN_COUNTED + r")"
 )
+# Parts of a whole, told as grammar: 四分之三 (0.75), 百分之三十 (30, a percentage),
+# 一片半 / 一个半小时 (1.5); "3/4 of a cup", "1/2 tsp", "a dozen".
+_CN_FRACTION = re.compile(r"([" + _CN_NUMERAL + r"]+)分之([" + _CN_NUMERAL + r"]+|\d+)")
+_CN_HALF = re.compile(r"([" + _CN_LONE_NUMERAL + r"]{1,3}|\d+)(个|" + _CN_COUNTED + r")半")
+_FRACTION = re.compile(
+    r"(?<![\d/])(\d{1,2})/(\d{1,2})(?![\d/])(?=\s*(?:of\b|cups?\b|tsp\b|tbsp\b|teaspoons?\b"
+    r"|tablespoons?\b|tablets?\b|pills?\b|miles?\b|lbs?\b|kg\b|inch|hours?\b|an?\b))",
+    re.IGNORECASE,
+)
+_DOZEN = re.compile(r"\b(?:a )?dozen\b", re.IGNORECASE)
+# Not read as amounts, though they are ones: a lone 半 or "half a" (半年, "half a day"), "once" /
+# "twice", and 一 as the amount of a rate (每晚一集). They are mostly the rate or the duration
+# beside a slot's value ("twice a week", 每晚一集 next to the story told), and an extra amount on
+# one side makes the update rule read two values changed: measured on the tuning half, where
+# each lost an update (docs/BENCHMARKS.md, "Values nobody tuned on").
+
+
+# A clause that supposes or asks rather than tells ("if it ships on time", "no idea whether it
+# was approved", 假如下个月上线的话, 要是贷款能批下来): a task state inside it does not hold.
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|unless|whether|hypothetically)\b[^,.;!?]*"
+    r"|(?:如果|假如|假设|要是|若是|万一|是否|能不能|会不会)[^，。,；;！!？?]*",
+    re.IGNORECASE,
+)
+
+
+def _fraction_value(numerator: str, denominator: str) -> str | None:
+    top = int(numerator) if numerator.isdigit() else chinese_number(numerator)
+    bottom = chinese_number(denominator)
+    if top is None or not bottom:
+        return None
+    return f"{top:g}" if bottom == 100 else f"{top / bottom:g}"
+
+
 # A time of day told in words: 七点四十 (7:40), 八点半 (8:30), 9点15分; the same value as "7:40".
 _CN_CLOCK = re.compile(
     r"([" + _CN_NUMERAL + r"]{1,3}|\d{1,2})点(半|[" + _CN_NUMERAL + r"]{1,3}|\d{1,2})?(?:分|刻)?"
@@ -382,10 +418,13 @@ def chinese_number(text: str) -> int | None:
     if not text or any(ch not in _CN_DIGITS and ch not in _CN_UNITS for ch in text):
         return None
     total, section, digit, last_unit = 0, 0, None, 0
+    zero_after_unit = False  # 一百零五, 三万零五: the digit after 零 counts in ones
     for ch in text:
         if ch in _CN_DIGITS:
             digit = _CN_DIGITS[ch]
+            zero_after_unit = zero_after_unit or ch in "零〇"
             continue
+        zero_after_unit = False
         unit = _CN_UNITS[ch]
         if unit >= 10_000:
             section = (section + (digit or 0)) * unit
@@ -394,8 +433,9 @@ def chinese_number(text: str) -> int | None:
             section += (1 if digit is None else digit) * unit
             digit, last_unit = None, unit
     if digit is not None:
-        # 一百五 / 四千五: a trailing digit counts in the next lower unit.
-        section += digit * (last_unit // 10 if last_unit >= 100 and last_unit < 10_000 else 1)
+        # 一百五 / 四千五 / 两万五: a trailing digit counts in the next lower unit.
+        lower = last_unit // 10 if last_unit >= 100 and not zero_after_unit else 1
+        section += digit * lower
     return total + section
 
 
@@ -466,6 +506,18 @@ def value_spans(text: str) -> list[Span]:
         clock = _clock_value(match.group(1), match.group(2))
         if clock is not None:
             add("number", match.start(), match.end(), clock)
+    for match in _CN_FRACTION.finditer(text):
+        value = _fraction_value(match.group(2), match.group(1))
+        if value is not None:
+            add("number", match.start(), match.end(), value)
+    for match in _CN_HALF.finditer(text):
+        add("number", match.start(), match.end(), f"{float(_number_value(match.group(1))) + 0.5:g}")
+    for match in _FRACTION.finditer(text):
+        top, bottom = int(match.group(1)), int(match.group(2))
+        if 0 < top < bottom:
+            add("number", match.start(), match.end(), f"{top / bottom:g}")
+    for match in _DOZEN.finditer(text):
+        add("number", match.start(), match.end(), "12")
     for match in _NUMBER.finditer(text):
         if match.group(0) != "一":  # 一个月, 一辆车: "a month", "a car"
             add("number", match.start(), match.end(), _number_value(match.group(0)))
@@ -476,9 +528,11 @@ def value_spans(text: str) -> list[Span]:
             unit = match.group("unit").casefold()
             amount = _NUMBER_WORDS[match.group("tens").casefold()] + _ONES.index(unit)
         add("number", match.start(), match.end(), str(amount))
+    hypothetical = [m.span() for m in _HYPOTHETICAL.finditer(text)]
     for state, pattern in _STATE_PATTERNS:
         for match in pattern.finditer(text):
-            add("state", match.start(), match.end(), state)
+            if not any(start <= match.start() < end for start, end in hypothetical):
+                add("state", match.start(), match.end(), state)
     for match in _RELATIVE_TIME.finditer(text):
         add("time", match.start(), match.end(), match.group(0).casefold())
     for match in _CAPITALISED.finditer(text):
