@@ -14,16 +14,13 @@ current (the engine's own order: the window decides first), so it is scored that
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from bench import probe_halves
 from pipeline.recall.routing import asks_current_value
 from pipeline.recall.temporal import parse_time_window
 
@@ -33,8 +30,7 @@ ASKED_AT = datetime(2024, 6, 12, 10, 0, tzinfo=UTC)  # any moment: windows only 
 
 
 def half_of(item_id: str) -> str:
-    """``test`` for about half the items, by a seeded hash of the id alone (never the text)."""
-    return "test" if hashlib.sha256((SPLIT_SEED + item_id).encode()).digest()[0] % 2 else "tune"
+    return probe_halves.half_of(SPLIT_SEED, item_id)
 
 
 def read_as_current(query: str) -> bool:
@@ -55,25 +51,12 @@ def _scores(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--half", choices=("tune", "test", "all"), default="tune")
-    parser.add_argument("--show", action="store_true", help="list the tune half's misses")
-    args = parser.parse_args(argv)
-    if args.show and args.half != "tune":
-        parser.error("--show lists only the tune half: the test half is scored, never read")
-    rows = []
-    for line in PROBE.read_bytes().splitlines():
-        item = orjson.loads(line)
-        if args.half == "all" or half_of(item["id"]) == args.half:
-            rows.append({**item, "got": read_as_current(item["query"])})
-    report = {
-        "half": args.half,
-        "all": _scores(rows),
-        "by_language": {
-            lang: _scores([row for row in rows if row["lang"] == lang]) for lang in ("en", "zh")
-        },
-    }
-    sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    args = probe_halves.parse_arguments((__doc__ or "").splitlines()[0], argv)
+    rows = [
+        {**item, "got": read_as_current(item["query"])}
+        for item in probe_halves.read_half(PROBE, SPLIT_SEED, args.half)
+    ]
+    probe_halves.write_report(args.half, rows, _scores)
     if args.show:
         for row in rows:
             if row["got"] != row["current"]:

@@ -12,16 +12,13 @@ Prints JSON: exact windows, per half and language; ``--show`` lists the tune hal
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import sys
 from collections.abc import Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from bench import probe_halves
 from pipeline.recall.temporal import parse_time_window
 
 PROBE = Path(__file__).with_name("probe.jsonl")
@@ -29,8 +26,7 @@ SPLIT_SEED = "hindsight-time-probe/"
 
 
 def half_of(item_id: str) -> str:
-    """``test`` for about half the items, by a seeded hash of the id alone (never the text)."""
-    return "test" if hashlib.sha256((SPLIT_SEED + item_id).encode()).digest()[0] % 2 else "tune"
+    return probe_halves.half_of(SPLIT_SEED, item_id)
 
 
 def parsed_window(query: str, asked_at: datetime) -> list[str] | None:
@@ -51,29 +47,18 @@ def _rate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--half", choices=("tune", "test", "all"), default="tune")
-    parser.add_argument("--show", action="store_true", help="list the tune half's misses")
-    args = parser.parse_args(argv)
-    if args.show and args.half != "tune":
-        parser.error("--show lists only the tune half: the test half is scored, never read")
+    args = probe_halves.parse_arguments(__doc__.splitlines()[0], argv)
     rows = []
-    for line in PROBE.read_bytes().splitlines():
-        item = orjson.loads(line)
-        if args.half != "all" and half_of(item["id"]) != args.half:
-            continue
+    for item in probe_halves.read_half(PROBE, SPLIT_SEED, args.half):
         asked_at = datetime.fromisoformat(item["asked_at"])
         rows.append({**item, "got": parsed_window(item["query"], asked_at)})
-    report = {
-        "half": args.half,
-        "all": _rate(rows),
-        "by_language": {
-            lang: _rate([row for row in rows if row["lang"] == lang]) for lang in ("en", "zh")
-        },
-        "windows_named": _rate([row for row in rows if row["window"] is not None]),
-        "none_named": _rate([row for row in rows if row["window"] is None]),
-    }
-    sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    probe_halves.write_report(
+        args.half,
+        rows,
+        _rate,
+        windows_named=_rate([row for row in rows if row["window"] is not None]),
+        none_named=_rate([row for row in rows if row["window"] is None]),
+    )
     if args.show:
         for row in rows:
             if row["got"] != row["window"]:

@@ -13,15 +13,12 @@ language; ``--show`` lists the tune half's misses.
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from bench import probe_halves
 from pipeline.memory.rules.slots import slot_of
 
 PROBE = Path(__file__).with_name("probe.jsonl")
@@ -29,8 +26,7 @@ SPLIT_SEED = "hindsight-values-probe/"
 
 
 def half_of(item_id: str) -> str:
-    """``test`` for about half the items, by a seeded hash of the id alone (never the text)."""
-    return "test" if hashlib.sha256((SPLIT_SEED + item_id).encode()).digest()[0] % 2 else "tune"
+    return probe_halves.half_of(SPLIT_SEED, item_id)
 
 
 def found_values(text: str) -> tuple[set[float], set[str]]:
@@ -69,17 +65,9 @@ def _scores(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--half", choices=("tune", "test", "all"), default="tune")
-    parser.add_argument("--show", action="store_true", help="list the tune half's misses")
-    args = parser.parse_args(argv)
-    if args.show and args.half != "tune":
-        parser.error("--show lists only the tune half: the test half is scored, never read")
+    args = probe_halves.parse_arguments((__doc__ or "").splitlines()[0], argv)
     rows = []
-    for line in PROBE.read_bytes().splitlines():
-        item = orjson.loads(line)
-        if args.half != "all" and half_of(item["id"]) != args.half:
-            continue
+    for item in probe_halves.read_half(PROBE, SPLIT_SEED, args.half):
         numbers, states = found_values(item["text"])
         wanted_numbers = {round(float(n), 4) for n in item["numbers"]}
         wanted_states = {item["state"]} if item["state"] else set()
@@ -92,14 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "state_right": states == wanted_states,
             }
         )
-    report = {
-        "half": args.half,
-        "all": _scores(rows),
-        "by_language": {
-            lang: _scores([row for row in rows if row["lang"] == lang]) for lang in ("en", "zh")
-        },
-    }
-    sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    probe_halves.write_report(args.half, rows, _scores)
     if args.show:
         for row in rows:
             if not (row["numbers_right"] and row["state_right"]):
