@@ -333,12 +333,13 @@ def _week_of_month(year: int, month: int, which: str, at: datetime, label: str) 
 
 
 def _part_of_month(year: int, month: int, part: str, at: datetime, label: str) -> TimeWindow:
-    """Early: days 1-10, mid: 11-20, late: 21 to the end (月初 / 月中 / 月底)."""
+    """``part`` early: days 1-10, mid: 11-20, late: 21 to the end (月初 / 月中 / 月底; the rules
+    name the part in their own words, ``_PART_OF_MONTH`` says which)."""
     month_window = _month(year, month, at, label)
     start = month_window.start
-    if part in ("early", "初"):
+    if part == "early":
         return TimeWindow(start, start + timedelta(days=10), label)
-    if part in ("mid", "中"):
+    if part == "mid":
         return TimeWindow(start + timedelta(days=10), start + timedelta(days=20), label)
     return TimeWindow(start + timedelta(days=20), month_window.end, label)
 
@@ -471,6 +472,17 @@ def _part_of_relative_month(at: datetime, offset: int, part: str, label: str) ->
     return _part_of_month(year, month, _PART_OF_MONTH[part], at, label)
 
 
+# "At the start of", "the end of": the part of a month told in words.
+_PART_IN_WORDS = r"(?:at |in |during |towards? )?(?:the )?(?P<word>start|beginning|middle|end)"
+
+
+def _part_of_named_month(m: re.Match[str], at: datetime) -> TimeWindow:
+    """Mid-March, late May 2023, the end of March: a part of a month named in English."""
+    month = _MONTHS[m["month"].lower()]
+    part = _PART_OF_MONTH[(m["part"] or m["word"]).lower()]
+    return _part_of_month(_year_of(m["year"], at, month), month, part, at, _label(m))
+
+
 def _zh_month_year(m_year: str | None, m_word: str | None, month: int, at: datetime) -> int:
     """The year of a Chinese month: spelled out (2023年), a year word (去年), else the latest."""
     if m_year:
@@ -585,9 +597,7 @@ _RULES: tuple[_Rule, ...] = (
         lambda m, at: _days_of_latest_month(at, int(m[1]), int(m[2]), _label(m)),
     ),
     _rule(
-        r"\b(?:from |between )?(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\s+"
-        r"(?:to|until|till|through|thru|-)\s+"
-        r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+        rf"\b(?:from |between )?{_EN_WEEKDAY}\s+(?:to|until|till|through|thru|-)\s+{_EN_WEEKDAY}"
         r"(?:\s+(?:of\s+)?(this week|last week|previous week))?\b",
         _weekday_span,
     ),
@@ -599,26 +609,12 @@ _RULES: tuple[_Rule, ...] = (
         _range,
     ),
     _rule(
-        r"\b(?:at |in |during |towards? )?(?:the )?(start|beginning|middle|end) of "
-        r"(this|last|the|next) month\b",
+        rf"\b(?:{_PART_IN_WORDS} of (?P<which>this|last|the|next)"
+        r"|(?P<part>early|mid|late)[- ](?P<which_after_part>this|last|next)) month\b",
         lambda m, at: _part_of_relative_month(
-            at, _MONTH_OFFSET[m[2].lower()], m[1].lower(), _label(m)
-        ),
-    ),
-    _rule(
-        r"\b(early|mid|late)[- ](this|last|next) month\b",
-        lambda m, at: _part_of_relative_month(
-            at, _MONTH_OFFSET[m[2].lower()], m[1].lower(), _label(m)
-        ),
-    ),
-    _rule(
-        rf"\b(?:at |in |during |towards? )?(?:the )?(start|beginning|middle|end) of "
-        rf"({_MONTH_RE})(?:,? ((?:19|20)\d\d))?\b",
-        lambda m, at: _part_of_month(
-            _year_of(m[3], at, _MONTHS[m[2].lower()]),
-            _MONTHS[m[2].lower()],
-            _PART_OF_MONTH[m[1].lower()],
             at,
+            _MONTH_OFFSET[(m["which"] or m["which_after_part"]).lower()],
+            (m["word"] or m["part"]).lower(),
             _label(m),
         ),
     ),
@@ -641,14 +637,9 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         # "late may" in lower case is the verb ("I was late, may I ..."): May needs its capital.
-        rf"\b(early|mid|late)[- ](?!(?-i:may)\b)({_MONTH_RE})(?:,? ((?:19|20)\d\d))?\b",
-        lambda m, at: _part_of_month(
-            _year_of(m[3], at, _MONTHS[m[2].lower()]),
-            _MONTHS[m[2].lower()],
-            m[1].lower(),
-            at,
-            _label(m),
-        ),
+        rf"\b(?:(?P<part>early|mid|late)[- ](?!(?-i:may)\b)|{_PART_IN_WORDS} of )"
+        rf"(?P<month>{_MONTH_RE})(?:,? (?P<year>(?:19|20)\d\d))?\b",
+        _part_of_named_month,
     ),
     # "in May" needs the preposition: a bare "may" is usually the verb.
     _rule(
