@@ -269,6 +269,15 @@ GATE_SURE_KEEP = 0.05
 GATE_LONG_WORDS = 15
 
 
+# What the model calls a short turn it would not keep, where the gate trusts it up to the model's
+# own threshold rather than ``GATE_KEEP``: the notes that bound protects ("和客户张总吃了顿饭，
+# 聊了续约的事。") are read as small talk, not as a greeting, thanks or a question, which "how do
+# i revert a merge lol" or 溜了溜了明天见 are, kept at 0.2-0.4. Not "filler": on the folds as many
+# short decisions and notes are read so ("行，那整个仓库都按这个约定来", "budget hotels fine") as
+# acknowledgements ("嗯……让我想一下").
+_NOT_NOTES = frozenset({"greeting", "thanks", "question"})
+
+
 def gate_judges(text: str) -> bool:
     """True when the gate asks the model about this turn: the rules would keep it, and it has at
     most ``GATE_LONG_WORDS`` words or could be a topic echo. Turns where a kind pattern fired and
@@ -317,6 +326,8 @@ def gated_classification(text: str, verdict: TurnVerdict) -> Classification:
     bound = GATE_KEEP if words <= GATE_TRUSTED_WORDS else GATE_SURE_KEEP
     if not verdict.remember and verdict.keep_probability < bound:
         return not_remembered(f"small talk, short ({verdict.reason})")
+    if not verdict.remember and words <= GATE_TRUSTED_WORDS and verdict.label in _NOT_NOTES:
+        return not_remembered(f"{verdict.label}, short ({verdict.reason})")
     if rules.reason.startswith("matched"):
         return rules
     if verdict.remember and verdict.kind == "preference":

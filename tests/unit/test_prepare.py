@@ -484,7 +484,7 @@ def test_gated_the_model_filters_short_plain_turns_the_rules_would_keep() -> Non
     )
 
     gated, kept = [p for _, p in batch.prepared]
-    assert gated.models.classifier == "rules-v1+gate-v2:tiny-classifier-test"
+    assert gated.models.classifier == "rules-v1+gate-v3:tiny-classifier-test"
     assert gated.analysis is not None and not gated.analysis.remember
     assert gated.analysis.reason.startswith("small talk, short (learned: small_talk")
     # Long enough to carry a fact inside the chatter: the rules decide.
@@ -562,6 +562,37 @@ def test_gated_the_longer_a_turn_the_surer_the_model_must_be_to_filter_it() -> N
     assert sure is not None and not sure.remember
     assert unsure is not None and unsure.remember and unsure.reason == "default: fact"
     assert unsure.keep_probability is not None and GATE_KEEP < unsure.keep_probability < 0.5
+
+
+def test_gated_a_short_turn_read_as_a_greeting_thanks_or_question_is_trusted_to_the_threshold() -> (
+    None
+):
+    # Each doubtful (keep about 0.35: over GATE_KEEP, under the threshold), read as another label.
+    def doubtful(label: str) -> list[float]:
+        row = [0.0] * TINY_LABELS.index("fact") + [0.69]
+        row[TINY_LABELS.index(label)] = 0.72
+        return row
+
+    texts = {
+        "question": "how do i revert a merge lol",
+        "thanks": "thanx that fixd it",
+        "small_talk": "the garden looks lovely this year",
+        "filler": "ok the contract part, understood",
+    }
+    encoder = ExactEncoder({t: doubtful(label) for label, t in texts.items()}, TINY_DIMENSION)
+    log = Log()
+    batch = prepare_gated(encoder, *(log.turn(text) for text in texts.values()))
+
+    question, thanks, small_talk, filler = [p.analysis for _, p in batch.prepared]
+    for analysis in (question, thanks, small_talk, filler):
+        assert analysis is not None and analysis.keep_probability is not None
+        assert GATE_KEEP < analysis.keep_probability < 0.5
+    assert question is not None and not question.remember
+    assert question.reason.startswith("question, short (learned: question")
+    assert thanks is not None and not thanks.remember
+    # Short notes are read as small talk and short decisions as filler: GATE_KEEP still decides.
+    assert small_talk is not None and small_talk.remember
+    assert filler is not None and filler.remember
 
 
 def test_gated_a_turn_longer_than_the_gate_is_judged_only_if_it_could_be_an_echo() -> None:

@@ -312,7 +312,7 @@ def test_the_gated_setting_is_the_same_model_recorded_as_the_rules_gate() -> Non
 
     assert learned is not None and gate is not None
     assert (learned.mode, gate.mode) == ("learned", "gate")
-    assert gate.id == f"rules-v1+gate-v2:{learned.id}"
+    assert gate.id == f"rules-v1+gate-v3:{learned.id}"
     assert classifier_for("gated", "some-other-encoder") is None
 
 
