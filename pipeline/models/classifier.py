@@ -61,7 +61,7 @@ ClassifierMode = Literal["learned", "gate"]
 # The id of the gate names the rules first: they decide, the model only filters. The gate's own
 # version follows, so that a prepared event says which of its rules (``prepare.GATE_*``) judged
 # it: "gate-v2" since 2026-12-03 (bound 0.19, over the rules' kind patterns too, near-certain
-# requests, greetings and thanks of 11-15 words); "gate-v3" since 2026-12-04 (short turns the
+# requests, greetings and thanks of 11-15 words); "gate-v3" since 2026-12-03, late (short turns the
 # model calls a greeting, thanks or a question filtered up to its own threshold); events
 # prepared before say "rules-v1+gate:".
 GATE_PREFIX = "rules-v1+gate-v3:"
