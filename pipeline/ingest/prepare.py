@@ -299,7 +299,8 @@ def gated_classification(text: str, verdict: TurnVerdict) -> Classification:
 
     The rules decide everything, except that a short turn they would keep is filtered when the
     model calls it small talk, filler, a greeting, thanks or a bare question (``GATE_*`` above
-    say how short and how sure), a turn of up to ``GATE_LONG_WORDS`` words when the model is
+    say how short and how sure; a greeting, thanks or a question is trusted up to the model's own
+    threshold, ``_NOT_NOTES``), a turn of up to ``GATE_LONG_WORDS`` words when the model is
     near-certain it is a request, greeting, thanks or acknowledgement (never small talk), and a
     short plain fact (no kind pattern fired) is kept as a preference when the model's most
     probable memory kind is that. The rules keep most chatter as facts (87 % of the corpus'
