@@ -55,3 +55,14 @@ def write_report(
         **more,
     }
     sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def write_misses(
+    rows: Sequence[dict[str, Any]],
+    missed: Callable[[dict[str, Any]], bool],
+    describe: Callable[[dict[str, Any]], str],
+) -> None:
+    """One line per row the probe's scorer got wrong (``--show``, the tune half only)."""
+    for row in rows:
+        if missed(row):
+            sys.stdout.write(describe(row) + "\n")

@@ -14,7 +14,6 @@ current (the engine's own order: the window decides first), so it is scored that
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,9 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     probe_halves.write_report(args.half, rows, _scores)
     if args.show:
-        for row in rows:
-            if row["got"] != row["current"]:
-                sys.stdout.write(f"{row['id']} meant {row['current']}: {row['query']!r}\n")
+        probe_halves.write_misses(
+            rows,
+            lambda row: row["got"] != row["current"],
+            lambda row: f"{row['id']} meant {row['current']}: {row['query']!r}",
+        )
     return 0
 
 

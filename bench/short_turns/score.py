@@ -16,7 +16,6 @@ lists the gate's misses on the tune half. Each turn is framed as ``prepare`` fra
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,13 +88,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     probe_halves.write_report(args.half, rows, scores)
     if args.show:
-        for row in rows:
-            if (row["label"] in NON_MEMORY_LABELS) != row["gate_filters"]:
-                kind = "KEPT CHATTER" if not row["gate_filters"] else "LOST MEMORY"
-                sys.stdout.write(
-                    f"{kind:13} {row['id']} {row['label']:10} keep {row['keep']:.3f} "
-                    f"{row['model_label']:10} {row['text']}\n"
-                )
+        probe_halves.write_misses(
+            rows,
+            lambda row: (row["label"] in NON_MEMORY_LABELS) != row["gate_filters"],
+            lambda row: (
+                f"{'LOST MEMORY' if row['gate_filters'] else 'KEPT CHATTER':13} {row['id']} "
+                f"{row['label']:10} keep {row['keep']:.3f} {row['model_label']:10} {row['text']}"
+            ),
+        )
     return 0
 
 

@@ -12,7 +12,6 @@ Prints JSON: exact windows, per half and language; ``--show`` lists the tune hal
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from datetime import date, datetime
 from pathlib import Path
@@ -60,13 +59,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         none_named=_rate([row for row in rows if row["window"] is None]),
     )
     if args.show:
-        for row in rows:
-            if row["got"] != row["window"]:
-                weekday = date.fromisoformat(row["asked_at"][:10]).strftime("%a")
-                sys.stdout.write(
-                    f"{row['id']} [{weekday} {row['asked_at']}] {row['query']!r}: "
-                    f"meant {row['window']}, got {row['got']}\n"
-                )
+        probe_halves.write_misses(
+            rows,
+            lambda row: row["got"] != row["window"],
+            lambda row: (
+                f"{row['id']} [{date.fromisoformat(row['asked_at'][:10]).strftime('%a')} "
+                f"{row['asked_at']}] {row['query']!r}: meant {row['window']}, got {row['got']}"
+            ),
+        )
     return 0
 
 

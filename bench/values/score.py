@@ -13,7 +13,6 @@ language; ``--show`` lists the tune half's misses.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,12 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     probe_halves.write_report(args.half, rows, _scores)
     if args.show:
-        for row in rows:
-            if not (row["numbers_right"] and row["state_right"]):
-                sys.stdout.write(
-                    f"{row['id']} {row['text']!r}: numbers {row['numbers']} got "
-                    f"{row['got_numbers']}; state {row['state']} got {row['got_states']}\n"
-                )
+        probe_halves.write_misses(
+            rows,
+            lambda row: not (row["numbers_right"] and row["state_right"]),
+            lambda row: (
+                f"{row['id']} {row['text']!r}: numbers {row['numbers']} got "
+                f"{row['got_numbers']}; state {row['state']} got {row['got_states']}"
+            ),
+        )
     return 0
 
 
