@@ -462,6 +462,17 @@ _ZH_MONTH_OFFSET = {
     "下个": 1,
 }
 _ZH_YEAR_OFFSET = {"今年": 0, "去年": -1, "前年": -2}
+# A year before 年: in digits (2023年) or digit by digit in Chinese numerals (二零二六年,
+# 一九九八年), which a bare-month rule would otherwise read as the latest 八月.
+_ZH_YEAR = r"((?:19|20)\d\d|(?:一九|二[〇零])[〇零一二三四五六七八九]{2})"
+_ZH_YEAR_DIGITS = {c: str(i) for i, c in enumerate("〇一二三四五六七八九")} | {"零": "0"}
+
+
+def _zh_year_number(text: str) -> int:
+    """2023 from "2023" or from "二零二三" / "二〇二三"."""
+    return int("".join(_ZH_YEAR_DIGITS.get(char, char) for char in text))
+
+
 _ZH_MONTH_NUMBER = r"(\d{1,2}|十[一二]?|[一二三四五六七八九])"
 
 
@@ -486,7 +497,7 @@ def _part_of_named_month(m: re.Match[str], at: datetime) -> TimeWindow:
 def _zh_month_year(m_year: str | None, m_word: str | None, month: int, at: datetime) -> int:
     """The year of a Chinese month: spelled out (2023年), a year word (去年), else the latest."""
     if m_year:
-        return int(m_year)
+        return _zh_year_number(m_year)
     if m_word:
         return at.year + _ZH_YEAR_OFFSET[m_word]
     return _latest_month(at, month)
@@ -764,13 +775,13 @@ _RULES: tuple[_Rule, ...] = (
         lambda m, at: _week_of_month(_year_of(m[1], at, int(m[2])), int(m[2]), m[3], at, _label(m)),
     ),
     _rule(
-        rf"(?:((?:19|20)\d\d)年|(去年|今年|前年))?{_ZH_MONTH_NUMBER}月份?(初|上旬|中旬|下旬|中|底|末)",
+        rf"(?:{_ZH_YEAR}年|(去年|今年|前年))?{_ZH_MONTH_NUMBER}月份?(初|上旬|中旬|下旬|中|底|末)",
         _zh_month_part,
     ),
     # 3月份, 十二月, 去年12月: a whole month. Not "三个月" (a duration) nor a date (5月3号, the
     # longer match).
     _rule(
-        rf"(?:((?:19|20)\d\d)年|(去年|今年|前年))?(?<![\d〇一二两三四五六七八九十百个第每])"
+        rf"(?:{_ZH_YEAR}年|(去年|今年|前年))?(?<![\d〇一二两三四五六七八九十百个第每])"
         rf"{_ZH_MONTH_NUMBER}月份?(?![\d〇一二两三四五六七八九十])",
         _zh_month,
     ),
@@ -795,7 +806,9 @@ _RULES: tuple[_Rule, ...] = (
         lambda m, at: _day_of_latest_month(at, parse_chinese_number(m[1]) or 0, _label(m)),
         query_only=True,
     ),
-    _rule(r"((?:19|20)\d\d)年", lambda m, at: _year(int(m[1]), at, _label(m)), explicit=True),
+    _rule(
+        rf"{_ZH_YEAR}年", lambda m, at: _year(_zh_year_number(m[1]), at, _label(m)), explicit=True
+    ),
     # ----- Chinese: relative -----
     _rule(r"大前天", lambda m, at: _day(at, -3, _label(m))),
     _rule(r"前天", lambda m, at: _day(at, -2, _label(m))),

@@ -249,6 +249,7 @@ SAID = datetime(2022, 5, 2, 11, 54, tzinfo=UTC)  # a Monday
         ("三天前下雨了", "2022年4月29日"),
         ("下个月搬家", "2022年6月"),
         ("上周末去爬山了", "2022年4月30日周末"),
+        ("我的护照二零二六年八月到期", "2026年8月"),  # the year it names, not the latest 八月
         ("Last Friday I booked it and next week I fly", "29 April 2022; week of 9 May 2022"),
     ],
 )
@@ -262,6 +263,7 @@ def test_time_note_resolves_relative_phrases(text: str, note: str) -> None:
         "I did it today",  # the turn's own day: its time says so already
         "Busy this week and this month",
         "On 8 May 2023 we signed",  # spelled out already
+        "一九九八年我出生在杭州",  # spelled out already, in Chinese numerals
         "I love hiking on weekends",
         "no time words here",
     ],

@@ -337,6 +337,10 @@ def _days(first: int, last: int) -> tuple[datetime, datetime]:
         ("1号我交房租了吗", day(2024, 5, 1), day(2024, 5, 2)),
         ("二十号去哪了", day(2024, 4, 20), day(2024, 4, 21)),
         ("3号到7号我吃了什么", day(2024, 5, 3), day(2024, 5, 8)),
+        # A year in Chinese numerals, digit by digit, names the year (not the latest 八月).
+        ("我的护照二零二六年八月到期", day(2026, 8, 1), day(2026, 9, 1)),
+        ("二〇二三年五月初我们去了哪", day(2023, 5, 1), day(2023, 5, 11)),
+        ("二零二三年我去了哪些地方", day(2023, 1, 1), day(2024, 1, 1)),
     ],
 )
 def test_more_of_the_calendar(query: str, start: datetime, end: datetime) -> None:
