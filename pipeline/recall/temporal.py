@@ -461,7 +461,7 @@ _ZH_MONTH_OFFSET = {
     "下": 1,
     "下个": 1,
 }
-_ZH_YEAR_OFFSET = {"今年": 0, "去年": -1, "前年": -2}
+_ZH_YEAR_OFFSET = {"今年": 0, "去年": -1, "前年": -2, "明年": 1, "后年": 2}
 # A year before 年: in digits (2023年) or digit by digit in Chinese numerals (二零二六年,
 # 一九九八年), which a bare-month rule would otherwise read as the latest 八月.
 _ZH_YEAR = r"((?:19|20)\d\d|(?:一九|二[〇零])[〇零一二三四五六七八九]{2})"
@@ -775,13 +775,13 @@ _RULES: tuple[_Rule, ...] = (
         lambda m, at: _week_of_month(_year_of(m[1], at, int(m[2])), int(m[2]), m[3], at, _label(m)),
     ),
     _rule(
-        rf"(?:{_ZH_YEAR}年|(去年|今年|前年))?{_ZH_MONTH_NUMBER}月份?(初|上旬|中旬|下旬|中|底|末)",
+        rf"(?:{_ZH_YEAR}年|(去年|今年|前年|明年|后年))?{_ZH_MONTH_NUMBER}月份?(初|上旬|中旬|下旬|中|底|末)",
         _zh_month_part,
     ),
     # 3月份, 十二月, 去年12月: a whole month. Not "三个月" (a duration) nor a date (5月3号, the
     # longer match).
     _rule(
-        rf"(?:{_ZH_YEAR}年|(去年|今年|前年))?(?<![\d〇一二两三四五六七八九十百个第每])"
+        rf"(?:{_ZH_YEAR}年|(去年|今年|前年|明年|后年))?(?<![\d〇一二两三四五六七八九十百个第每])"
         rf"{_ZH_MONTH_NUMBER}月份?(?![\d〇一二两三四五六七八九十])",
         _zh_month,
     ),

@@ -250,6 +250,7 @@ SAID = datetime(2022, 5, 2, 11, 54, tzinfo=UTC)  # a Monday
         ("下个月搬家", "2022年6月"),
         ("上周末去爬山了", "2022年4月30日周末"),
         ("我的护照二零二六年八月到期", "2026年8月"),  # the year it names, not the latest 八月
+        ("哈哈我护照明年三月到期", "2023年3月"),  # 明年 is the month's year, not another phrase
         ("Last Friday I booked it and next week I fly", "29 April 2022; week of 9 May 2022"),
     ],
 )

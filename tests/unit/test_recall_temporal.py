@@ -341,6 +341,7 @@ def _days(first: int, last: int) -> tuple[datetime, datetime]:
         ("我的护照二零二六年八月到期", day(2026, 8, 1), day(2026, 9, 1)),
         ("二〇二三年五月初我们去了哪", day(2023, 5, 1), day(2023, 5, 11)),
         ("二零二三年我去了哪些地方", day(2023, 1, 1), day(2024, 1, 1)),
+        ("明年三月初要做什么", day(2025, 3, 1), day(2025, 3, 11)),
     ],
 )
 def test_more_of_the_calendar(query: str, start: datetime, end: datetime) -> None:
