@@ -359,14 +359,33 @@ class _Rule:
     # asks about, but is too vague (or, in a turn, too often ahead: "over the weekend I'll...")
     # to note as the date a turn refers to.
     query_only: bool = False
+    # A month named without its year ("in October", 十月, 十一月初) is read as the latest one. When
+    # that is last year's (the month is still ahead this year), a turn may as well mean the next
+    # one ("my lease ends in October", 孩子预计十一月出生): no note then. The groups that, when
+    # matched, give the year (2023年, 去年); None: not such a rule.
+    year_groups: tuple[int, ...] | None = None
 
 
 def _rule(
-    pattern: str, build: Matcher, *, explicit: bool = False, query_only: bool = False
+    pattern: str,
+    build: Matcher,
+    *,
+    explicit: bool = False,
+    query_only: bool = False,
+    year_groups: tuple[int, ...] | None = None,
 ) -> _Rule:
     # ASCII classes: ``\b`` and ``\w`` see a Chinese character as a non-word, so an English
     # phrase written straight against Chinese ("yesterday我去的那家店") still has its edges.
-    return _Rule(re.compile(pattern, re.IGNORECASE | re.ASCII), build, explicit, query_only)
+    return _Rule(
+        re.compile(pattern, re.IGNORECASE | re.ASCII), build, explicit, query_only, year_groups
+    )
+
+
+def _ahead_this_year(rule: _Rule, match: re.Match[str], window: TimeWindow, at: datetime) -> bool:
+    """A month named without its year that is still ahead this year (``_Rule.year_groups``)."""
+    if rule.year_groups is None or any(match[group] for group in rule.year_groups):
+        return False
+    return window.start.year < at.year
 
 
 def _days_before(at: datetime, days: int, label: str) -> TimeWindow:
@@ -658,6 +677,7 @@ _RULES: tuple[_Rule, ...] = (
         lambda m, at: _month(
             _latest_month(at, _MONTHS[m[1].lower()]), _MONTHS[m[1].lower()], at, _label(m)
         ),
+        year_groups=(),
     ),
     # ----- English: relative -----
     _rule(r"\bday before yesterday\b", lambda m, at: _day(at, -2, _label(m))),
@@ -777,6 +797,7 @@ _RULES: tuple[_Rule, ...] = (
     _rule(
         rf"(?:{_ZH_YEAR}年|(去年|今年|前年|明年|后年))?{_ZH_MONTH_NUMBER}月份?(初|上旬|中旬|下旬|中|底|末)",
         _zh_month_part,
+        year_groups=(1, 2),
     ),
     # 3月份, 十二月, 去年12月: a whole month. Not "三个月" (a duration) nor a date (5月3号, the
     # longer match).
@@ -784,6 +805,7 @@ _RULES: tuple[_Rule, ...] = (
         rf"(?:{_ZH_YEAR}年|(去年|今年|前年|明年|后年))?(?<![\d〇一二两三四五六七八九十百个第每])"
         rf"{_ZH_MONTH_NUMBER}月份?(?![\d〇一二两三四五六七八九十])",
         _zh_month,
+        year_groups=(1, 2),
     ),
     _rule(
         r"(这个|本|上上个?|上个?|下个?)月(初|上旬|中旬|下旬|中|底|末)",
@@ -924,6 +946,8 @@ def time_references(text: str, at: datetime, *, query: bool = False) -> list[Tim
             continue
         for match in rule.pattern.finditer(text):
             window = rule.build(match, at)
+            if window is not None and not query and _ahead_this_year(rule, match, window, at):
+                continue
             if window is not None:
                 reference = TimeReference(window, match.start(), match.end(), rule.explicit)
                 found.append((match.start(), -(match.end() - match.start()), order, reference))

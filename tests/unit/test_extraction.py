@@ -251,6 +251,7 @@ SAID = datetime(2022, 5, 2, 11, 54, tzinfo=UTC)  # a Monday
         ("上周末去爬山了", "2022年4月30日周末"),
         ("我的护照二零二六年八月到期", "2026年8月"),  # the year it names, not the latest 八月
         ("哈哈我护照明年三月到期", "2023年3月"),  # 明年 is the month's year, not another phrase
+        ("We moved in March", "March 2022"),  # a month already past this year: this year's
         ("Last Friday I booked it and next week I fly", "29 April 2022; week of 9 May 2022"),
     ],
 )
@@ -265,6 +266,9 @@ def test_time_note_resolves_relative_phrases(text: str, note: str) -> None:
         "Busy this week and this month",
         "On 8 May 2023 we signed",  # spelled out already
         "一九九八年我出生在杭州",  # spelled out already, in Chinese numerals
+        # A month still ahead this year, without its year: last year's or the coming one.
+        "my lease ends in October",
+        "孩子预计十一月出生",
         "I love hiking on weekends",
         "no time words here",
     ],

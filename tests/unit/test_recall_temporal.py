@@ -342,6 +342,9 @@ def _days(first: int, last: int) -> tuple[datetime, datetime]:
         ("二〇二三年五月初我们去了哪", day(2023, 5, 1), day(2023, 5, 11)),
         ("二零二三年我去了哪些地方", day(2023, 1, 1), day(2024, 1, 1)),
         ("明年三月初要做什么", day(2025, 3, 1), day(2025, 3, 11)),
+        # A question about a month still ahead this year asks about the last one.
+        ("what did I do in October", day(2023, 10, 1), day(2023, 11, 1)),
+        ("十一月我在忙什么", day(2023, 11, 1), day(2023, 12, 1)),
     ],
 )
 def test_more_of_the_calendar(query: str, start: datetime, end: datetime) -> None:
