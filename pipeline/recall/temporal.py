@@ -484,12 +484,11 @@ _ZH_YEAR_OFFSET = {"今年": 0, "去年": -1, "前年": -2, "明年": 1, "后年
 # A year before 年: in digits (2023年) or digit by digit in Chinese numerals (二零二六年,
 # 一九九八年), which a bare-month rule would otherwise read as the latest 八月.
 _ZH_YEAR = r"((?:19|20)\d\d|(?:一九|二[〇零])[〇零一二三四五六七八九]{2})"
-_ZH_YEAR_DIGITS = {c: str(i) for i, c in enumerate("〇一二三四五六七八九")} | {"零": "0"}
 
 
 def _zh_year_number(text: str) -> int:
     """2023 from "2023" or from "二零二三" / "二〇二三"."""
-    return int("".join(_ZH_YEAR_DIGITS.get(char, char) for char in text))
+    return int("".join(str(_ZH_DIGITS.get(char, char)) for char in text))
 
 
 _ZH_MONTH_NUMBER = r"(\d{1,2}|十[一二]?|[一二三四五六七八九])"
@@ -946,11 +945,10 @@ def time_references(text: str, at: datetime, *, query: bool = False) -> list[Tim
             continue
         for match in rule.pattern.finditer(text):
             window = rule.build(match, at)
-            if window is not None and not query and _ahead_this_year(rule, match, window, at):
+            if window is None or (not query and _ahead_this_year(rule, match, window, at)):
                 continue
-            if window is not None:
-                reference = TimeReference(window, match.start(), match.end(), rule.explicit)
-                found.append((match.start(), -(match.end() - match.start()), order, reference))
+            reference = TimeReference(window, match.start(), match.end(), rule.explicit)
+            found.append((match.start(), -(match.end() - match.start()), order, reference))
     found.sort(key=lambda item: item[:3])
     chosen: list[TimeReference] = []
     for _, _, _, reference in found:
