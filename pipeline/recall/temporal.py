@@ -363,7 +363,7 @@ class _Rule:
     # that is last year's (the month is still ahead this year), a turn may as well mean the next
     # one ("my lease ends in October", 孩子预计十一月出生): no note then. The groups that, when
     # matched, give the year (2023年, 去年); None: not such a rule.
-    year_groups: tuple[int, ...] | None = None
+    year_groups: tuple[int | str, ...] | None = None
 
 
 def _rule(
@@ -372,7 +372,7 @@ def _rule(
     *,
     explicit: bool = False,
     query_only: bool = False,
-    year_groups: tuple[int, ...] | None = None,
+    year_groups: tuple[int | str, ...] | None = None,
 ) -> _Rule:
     # ASCII classes: ``\b`` and ``\w`` see a Chinese character as a non-word, so an English
     # phrase written straight against Chinese ("yesterday我去的那家店") still has its edges.
@@ -663,12 +663,14 @@ _RULES: tuple[_Rule, ...] = (
             at,
             _label(m),
         ),
+        year_groups=(3,),
     ),
     _rule(
         # "late may" in lower case is the verb ("I was late, may I ..."): May needs its capital.
         rf"\b(?:(?P<part>early|mid|late)[- ](?!(?-i:may)\b)|{_PART_IN_WORDS} of )"
         rf"(?P<month>{_MONTH_RE})(?:,? (?P<year>(?:19|20)\d\d))?\b",
         _part_of_named_month,
+        year_groups=("year",),
     ),
     # "in May" needs the preposition: a bare "may" is usually the verb.
     _rule(

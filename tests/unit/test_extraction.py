@@ -252,6 +252,8 @@ SAID = datetime(2022, 5, 2, 11, 54, tzinfo=UTC)  # a Monday
         ("我的护照二零二六年八月到期", "2026年8月"),  # the year it names, not the latest 八月
         ("哈哈我护照明年三月到期", "2023年3月"),  # 明年 is the month's year, not another phrase
         ("We moved in March", "March 2022"),  # a month already past this year: this year's
+        ("We moved at the end of March", "21 March 2022 to 31 March 2022"),  # its part, too
+        ("late October 2021 I quit", "21 October 2021 to 31 October 2021"),  # a named year
         ("Last Friday I booked it and next week I fly", "29 April 2022; week of 9 May 2022"),
     ],
 )
@@ -269,6 +271,8 @@ def test_time_note_resolves_relative_phrases(text: str, note: str) -> None:
         # A month still ahead this year, without its year: last year's or the coming one.
         "my lease ends in October",
         "孩子预计十一月出生",
+        "the baby is due at the end of October",  # a part of such a month
+        "we fly out in the first week of November",  # a week of one
         "I love hiking on weekends",
         "no time words here",
     ],
