@@ -1,8 +1,9 @@
 """Precision and recall of "the newer statement supersedes the older one" on the labelled pairs.
 
 Each pair of ``pairs.jsonl`` runs through the stages' own code (``LocalPipeline``: the real
-encoder in ``prepare``, then ``consolidate``), in a namespace of its own: the older statement at
-T0, the newer one ten days later. A pair counts as superseded when the older statement's memory
+encoder and the configured classifier in ``prepare`` — by default the small-talk gate, which may
+filter a statement or keep it as a preference — then ``consolidate``), in a namespace of its own:
+the older statement at T0, the newer one ten days later. A pair counts as superseded when the older statement's memory
 ends ``superseded`` by the newer statement's memory.
 
     python -m training.slots.evaluate --half tune [--show]
@@ -31,6 +32,7 @@ import orjson
 from pipeline.ingest.local import LocalPipeline
 from pipeline.memory.rules.extraction import memory_id
 from pipeline.models.attributes import attribute_model_for
+from pipeline.models.classifier import classifier_for
 from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.runtime.settings import Settings
 from schemas.events import TurnRecorded
@@ -128,6 +130,7 @@ def run_pairs(pairs: Sequence[Pair], encoder: Encoder, settings: Settings) -> li
     pipeline = LocalPipeline(
         encoder,
         settings.memory,
+        classifier=classifier_for(settings.classifier, encoder.name),
         attributes=attribute_model_for(encoder.name, settings.slot_attributes),
     )
     turns: dict[str, tuple[TurnRecorded, TurnRecorded]] = {}
