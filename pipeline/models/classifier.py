@@ -36,7 +36,7 @@ import jieba
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.memory.rules.text import cjk_ratio
+from pipeline.memory.rules.text import cjk_ratio, without_emoji
 from pipeline.models.encoders import (
     Encoder,
     EncoderMismatch,
@@ -62,9 +62,10 @@ ClassifierMode = Literal["learned", "gate"]
 # version follows, so that a prepared event says which of its rules (``prepare.GATE_*``) judged
 # it: "gate-v2" since 2026-12-03 (bound 0.19, over the rules' kind patterns too, near-certain
 # requests, greetings and thanks of 11-15 words); "gate-v3" since 2026-12-03, late (short turns the
-# model calls a greeting, thanks or a question filtered up to its own threshold); events
-# prepared before say "rules-v1+gate:".
-GATE_PREFIX = "rules-v1+gate-v3:"
+# model calls a greeting, thanks or a question filtered up to its own threshold); "gate-v4" since
+# 2026-12-04 (the model reads a turn without its emoji: ``text.without_emoji``); events prepared
+# before say "rules-v1+gate:".
+GATE_PREFIX = "rules-v1+gate-v4:"
 
 # The corpus' labels and the memory kind each becomes. The five non-memory labels are never
 # remembered; they keep the chit-chat kind (and its importance) on the analysis.
@@ -118,8 +119,9 @@ LEXICAL_FEATURES: tuple[str, ...] = (
 
 
 def lexical_features(text: str) -> Array:
-    """The cheap features of a turn's text, in :data:`LEXICAL_FEATURES` order (unscaled)."""
-    folded = unicodedata.normalize("NFKC", text).strip()
+    """The cheap features of a turn's text, in :data:`LEXICAL_FEATURES` order (unscaled; emoji
+    left out, as the encoders see the text: ``without_emoji``)."""
+    folded = unicodedata.normalize("NFKC", without_emoji(text)).strip()
     chars = [ch for ch in folded if not ch.isspace()]
     n_chars = len(chars)
     latin_words = _LATIN_WORD.findall(folded)
@@ -158,8 +160,9 @@ CHAR_NGRAMS = 3
 
 
 def gram_features(text: str, buckets: int) -> tuple[npt.NDArray[np.int64], Array]:
-    """Bucket indices and weights (log counts, unit norm) of a text's hashed n-grams."""
-    folded = _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    """Bucket indices and weights (log counts, unit norm) of a text's hashed n-grams (emoji
+    left out: ``without_emoji``)."""
+    folded = _SPACES.sub(" ", unicodedata.normalize("NFKC", without_emoji(text)).casefold()).strip()
     counts: dict[int, int] = {}
 
     def add(key: str) -> None:

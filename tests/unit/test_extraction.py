@@ -10,6 +10,7 @@ from pipeline.memory.rules.extraction import (
     extract_entities,
     extract_triplet,
     memory_id,
+    search_text,
     segment_id,
     tech_category,
     time_note,
@@ -279,3 +280,16 @@ def test_time_note_resolves_relative_phrases(text: str, note: str) -> None:
 )
 def test_time_note_is_empty_when_nothing_to_resolve(text: str) -> None:
     assert time_note(text, SAID) == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "seen"),
+    [
+        ("港大offer到了😭😭 九月入学", "港大offer到了 九月入学"),
+        ("12 weeks today and we told our parents 🥹", "12 weeks today and we told our parents"),
+        ("1️⃣ flat white 👍🏽, 🇬🇧 trip; 👨‍👩‍👧 all well ❤️", "1 flat white , trip; all well"),
+        ("© 2023, no emoji  here", "© 2023, no emoji  here"),  # untouched, spaces and all
+    ],
+)
+def test_the_search_text_leaves_emoji_out(text: str, seen: str) -> None:
+    assert search_text("Ann", text, SAID) == f"Ann: {seen}"

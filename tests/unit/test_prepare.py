@@ -484,7 +484,7 @@ def test_gated_the_model_filters_short_plain_turns_the_rules_would_keep() -> Non
     )
 
     gated, kept = [p for _, p in batch.prepared]
-    assert gated.models.classifier == "rules-v1+gate-v3:tiny-classifier-test"
+    assert gated.models.classifier == "rules-v1+gate-v4:tiny-classifier-test"
     assert gated.analysis is not None and not gated.analysis.remember
     assert gated.analysis.reason.startswith("small talk, short (learned: small_talk")
     # Long enough to carry a fact inside the chatter: the rules decide.

@@ -288,6 +288,19 @@ def test_lexical_and_gram_features_are_pure_functions_of_the_text() -> None:
     assert gram_features("", 1 << 15)[0].size == 0
 
 
+def test_emoji_are_not_features() -> None:
+    # The corpus' few emoji texts are all small talk: an emoji on a statement must not count.
+    plain = "climbing course wrapped up yesterday, got my belay certificate"
+    for decorated in (plain + " 🙌", "🧗‍♀️ " + plain + " 👍🏽🇬🇧"):
+        assert lexical_features(decorated).tobytes() == lexical_features(plain).tobytes()
+        assert (
+            gram_features(decorated, 1 << 15)[0].tobytes()
+            == gram_features(plain, 1 << 15)[0].tobytes()
+        )
+    symbols = dict(zip(LEXICAL_FEATURES, lexical_features("5 ★ review"), strict=True))
+    assert symbols["has_symbol_or_emoji"] == 1.0  # other symbols still count
+
+
 # -- choosing it ------------------------------------------------------------------------------
 def test_the_rules_setting_and_another_encoder_mean_no_learned_classifier(
     caplog: pytest.LogCaptureFixture,
@@ -312,7 +325,7 @@ def test_the_gated_setting_is_the_same_model_recorded_as_the_rules_gate() -> Non
 
     assert learned is not None and gate is not None
     assert (learned.mode, gate.mode) == ("learned", "gate")
-    assert gate.id == f"rules-v1+gate-v3:{learned.id}"
+    assert gate.id == f"rules-v1+gate-v4:{learned.id}"
     assert classifier_for("gated", "some-other-encoder") is None
 
 

@@ -3,8 +3,8 @@
 Each pair of ``pairs.jsonl`` runs through the stages' own code (``LocalPipeline``: the real
 encoder and the configured classifier in ``prepare`` — by default the small-talk gate, which may
 filter a statement or keep it as a preference — then ``consolidate``), in a namespace of its own:
-the older statement at T0, the newer one ten days later. A pair counts as superseded when the older statement's memory
-ends ``superseded`` by the newer statement's memory.
+the older statement at T0, the newer one ten days later. A pair counts as superseded when the
+older statement's memory ends ``superseded`` by the newer statement's memory.
 
     python -m training.slots.evaluate --half tune [--show]
     python -m training.slots.evaluate --half test        # once, at the end; never with --show

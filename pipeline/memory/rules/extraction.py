@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from pipeline.memory.rules.text import normalise, strip_edges
+from pipeline.memory.rules.text import normalise, strip_edges, without_emoji
 from pipeline.recall.temporal import TimeWindow, time_references
 from schemas.memory import Triplet
 
@@ -420,7 +420,8 @@ def time_note(text: str, event_time: datetime) -> str:
 def search_text(speaker: str, text: str, event_time: datetime, *, time_notes: bool = True) -> str:
     """What the indexes see of a turn: the speaker frames the text (pronouns, "my", who said it)
     and, in brackets, the dates its relative time phrases point at ("[7 May 2023]" for
-    "yesterday" said on 8 May), so the words of a date match. Pure (I2)."""
-    framed = f"{speaker}: {text}"
+    "yesterday" said on 8 May), so the words of a date match. Emoji are left out
+    (``without_emoji``). Pure (I2)."""
+    framed = f"{speaker}: {without_emoji(text)}"
     note = time_note(text, event_time) if time_notes else ""
     return f"{framed} [{note}]" if note else framed
