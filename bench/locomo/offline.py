@@ -46,7 +46,7 @@ from bench.locomo.runner import RECALL_LIMIT, HindsightRetriever, evaluate
 from pipeline.ingest.local import LocalPipeline
 from pipeline.models.attributes import attribute_model_for
 from pipeline.models.classifier import classifier_for
-from pipeline.models.encoders import ENCODER_NAMES, Encoder, Vectors, load_encoder
+from pipeline.models.encoders import ENCODER_NAMES, Encoder, Vectors, known_share, load_encoder
 from pipeline.recall.engine import RecallEngine
 from pipeline.recall.hot_index import HotIndex
 from pipeline.runtime.settings import Settings
@@ -115,6 +115,9 @@ class CachedQueryEncoder:
         unique = list(dict.fromkeys(texts))
         vectors = encoder.encode(unique) if unique else np.zeros((0, encoder.dimension))
         self._cache = {text: vectors[i] for i, text in enumerate(unique)}
+
+    def known_share(self, text: str) -> float:
+        return known_share(self._encoder, text)
 
     def encode(self, texts: list[str]) -> Vectors:
         missing = [t for t in texts if t not in self._cache]

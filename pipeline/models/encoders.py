@@ -59,6 +59,17 @@ DEFAULT_BATCH_SIZE = 64
 DEFAULT_MAX_BATCH_TOKENS = 256
 
 
+# MiniLM's (BERT's) unknown word piece.
+UNKNOWN_TOKEN = "[UNK]"
+
+
+def _known_share(pieces: Sequence[int], unknown_id: int | None) -> float:
+    """The share of a text's word pieces (no special tokens) that are not ``unknown_id``."""
+    if not pieces or unknown_id is None:
+        return 1.0
+    return 1.0 - list(pieces).count(unknown_id) / len(pieces)
+
+
 class EncoderUnavailable(HindsightError):
     pass
 
@@ -193,6 +204,23 @@ def _empty(dimension: int) -> Vectors:
 
 
 @runtime_checkable
+class ReadsTokens(Protocol):
+    """An encoder that can say how much of a text its vocabulary knows."""
+
+    def known_share(self, text: str) -> float:
+        """The share of the text's word pieces that are not the unknown token (1.0: none)."""
+        ...
+
+
+def known_share(encoder: Encoder, text: str) -> float:
+    """How much of ``text`` the encoder reads: MiniLM's English vocabulary lacks most Chinese
+    characters and every emoji, and reads each as one [UNK] piece, so two Chinese texts with
+    nothing in common still come out alike (cosine 0.6-0.9). An encoder that cannot say (USE,
+    whose vocabulary is multilingual) reads everything."""
+    return encoder.known_share(text) if isinstance(encoder, ReadsTokens) else 1.0
+
+
+@runtime_checkable
 class EncodesEach(Protocol):
     """An encoder that computes many texts' one-text vectors faster than one call per text."""
 
@@ -286,6 +314,11 @@ class TorchMiniLMEncoder:
         self._batch_size = batch_size
         self._lock = threading.Lock()
 
+    def known_share(self, text: str) -> float:
+        tokenizer = self._model.tokenizer
+        pieces = tokenizer(text, add_special_tokens=False)["input_ids"]
+        return _known_share(pieces, tokenizer.unk_token_id)
+
     def encode(self, texts: list[str]) -> Vectors:
         if not texts:
             return _empty(self.dimension)
@@ -338,6 +371,7 @@ class OnnxSentenceEncoder:
         # truncates at max_seq_length (256) and pads to the longest row. Padding is ours.
         self._tokenizer.enable_truncation(int(manifest["max_seq_length"]))
         self._tokenizer.no_padding()
+        self._unknown_id = self._tokenizer.token_to_id(UNKNOWN_TOKEN)
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
@@ -349,6 +383,10 @@ class OnnxSentenceEncoder:
             providers=["CPUExecutionProvider"],
         )
         self._output = str(manifest["output"])
+
+    def known_share(self, text: str) -> float:
+        pieces = self._tokenizer.encode(text, add_special_tokens=False).ids
+        return _known_share(pieces, self._unknown_id)
 
     def _run(self, rows: Sequence[Sequence[int]]) -> Vectors:
         ids, mask = pad_ids(rows)

@@ -14,7 +14,7 @@ from datetime import datetime
 import numpy as np
 
 from pipeline.memory.rules.decay import SECONDS_PER_DAY
-from pipeline.models.encoders import Encoder
+from pipeline.models.encoders import Encoder, known_share
 from pipeline.recall.context import Language, format_context, format_line
 from pipeline.recall.conversation import ContextReading
 from pipeline.recall.decompose import decompose
@@ -84,6 +84,7 @@ class _Part:
     text: str
     vector: np.ndarray
     tokens: list[str]
+    reading: float  # how much of it the encoder reads (``known_share``)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class _PartSearch:
     ranked: list[tuple[str, float]]
     coverage: dict[str, float]
     focus: str | None
+    reading: float
 
 
 @dataclass
@@ -205,8 +207,20 @@ class RecallEngine:
         # updates are not held up by it.
         vectors = np.asarray(self.encoder.encode(searched), dtype=np.float32)
         query_vector = vectors[0]
+        # A cosine is worth what the encoder read of the question: MiniLM reads most Chinese
+        # characters as one unknown piece, and its cosines between Chinese texts that share
+        # nothing run 0.6-0.9, enough to put an unrelated remark first. The dense evidence
+        # counts in proportion to the share of the question's word pieces the encoder knows
+        # (1.0 for an English question, 0.2 for 我爸现在在哪个医院？): the words decide where
+        # it reads little.
+        reading = known_share(self.encoder, searched[0])
         parts = [
-            _Part(text, vectors[i + 1], search_terms(without_names(text, names) if names else text))
+            _Part(
+                text,
+                vectors[i + 1],
+                search_terms(without_names(text, names) if names else text),
+                known_share(self.encoder, searched[i + 1]),
+            )
             for i, text in enumerate(texts)
         ]
         # The time phrase found its own path; as keywords "last week" would match any "week".
@@ -247,6 +261,7 @@ class RecallEngine:
                 may_fall_back,
                 include_history,
                 parts,
+                reading,
             )
             candidates.sort(key=lambda c: (-c.score, c.fused.memory_id))
             if self.tuning.diversity_penalty > 0.0:
@@ -327,6 +342,7 @@ class RecallEngine:
                     [(item.memory_id, item.rrf) for item in fused],
                     {hit.memory_id: hit.coverage for hit in bm25},
                     named[0] if len(named) == 1 else None,
+                    part.reading,
                 )
             )
         return found
@@ -344,6 +360,7 @@ class RecallEngine:
         may_fall_back: bool,
         include_history: bool,
         parts: Sequence[_Part] = (),
+        reading: float = 1.0,
     ) -> tuple[list[_Candidate], bool]:
         k = self.policy.candidates_per_path
         # Regions the caller names are a hard filter on every path (folded into the base filter).
@@ -452,7 +469,7 @@ class RecallEngine:
             def said_by(speaker: str) -> np.ndarray:
                 return np.array([who == speaker for who in speakers], dtype=np.bool_)
 
-            cosines = search.cosines(slots)
+            cosines = reading * search.cosines(slots)
             rel = relevance(
                 cosines,
                 np.array([coverage.get(item.memory_id, 0.0) for item, _ in kept]),
@@ -486,7 +503,7 @@ class RecallEngine:
                 answers_a_part = np.zeros(len(kept))
                 for part in part_searches:
                     answers = relevance(
-                        part.search.cosines(slots),
+                        part.reading * part.search.cosines(slots),
                         np.array([part.coverage.get(item.memory_id, 0.0) for item, _ in kept]),
                         np.zeros(len(kept)),
                         np.array([item.rrf for item, _ in kept]) / ceiling,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pipeline.models.artefacts import MINILM, default_models_root, read_manifest
-from pipeline.models.encoders import Encoder, load_encoder
+from pipeline.models.encoders import Encoder, known_share, load_encoder
 from pipeline.models.export import ensure_exported
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,6 +138,15 @@ def test_single_queries_match_the_batch_path(onnx_fp32: Encoder) -> None:
 
 def test_an_empty_batch_has_no_rows(onnx_fp32: Encoder) -> None:
     assert onnx_fp32.encode([]).shape == (0, 384)
+
+
+def test_the_share_of_a_text_the_encoder_reads(onnx_fp32: Encoder, reference: Encoder) -> None:
+    for encoder in (onnx_fp32, reference):
+        assert known_share(encoder, "Where is my home address?") == 1.0
+        # Most Chinese characters and every emoji are the one unknown piece to MiniLM.
+        assert known_share(encoder, "我爸现在在哪个医院？") < 0.5
+        assert known_share(encoder, "ok 👍") == 0.5
+        assert known_share(encoder, "") == 1.0
 
 
 def test_the_id_names_backend_precision_and_the_export(onnx_fp32: Encoder, exported: Path) -> None:

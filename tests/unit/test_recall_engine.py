@@ -136,6 +136,35 @@ def test_chinese_query(engine: RecallEngine) -> None:
     assert result[0].id == "zh-db"
 
 
+class ReadsLittle(HashingEncoder):
+    """An encoder that says it knows only ``share`` of any text's word pieces."""
+
+    def __init__(self, share: float) -> None:
+        super().__init__()
+        self.share = share
+
+    def known_share(self, text: str) -> float:
+        return self.share
+
+
+@pytest.mark.parametrize(
+    ("encoder", "first"), [(HashingEncoder(), "alike"), (ReadsLittle(0.2), "words")]
+)
+def test_a_cosine_counts_as_much_as_the_encoder_reads_of_the_question(
+    encoder: HashingEncoder, first: str
+) -> None:
+    # "alike" shares no word with the question, yet its vector is the question's own (as
+    # MiniLM makes two Chinese texts of unknown pieces alike); "words" says what is asked.
+    question = "猫粮一般在哪里买"
+    index = HotIndex()
+    index.apply(make_record("words", "猫粮都是在宠物店买的", encoder=ENCODER))
+    index.apply(
+        make_record("alike", "周五晚上组里聚餐", vector=ENCODER.encode([question])[0].tolist())
+    )
+    result = RecallEngine(index, encoder).recall("ns", question, at=AT, truncate=False)
+    assert ids(result)[0] == first
+
+
 def test_temporal_window_brings_last_weeks_memories(engine: RecallEngine) -> None:
     memories, trace = engine.recall_with_trace(
         "ns", "what did the user say last week", at=AT, truncate=False, limit=5

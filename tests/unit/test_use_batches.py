@@ -114,3 +114,7 @@ def test_the_probe_refuses_products_that_depend_on_every_row_count() -> None:
         return product
 
     assert general_path_rows([_weights(64, 32)], matmul=depends_on_the_batch) is None
+
+
+def test_the_multilingual_encoder_reads_every_text(use: encoders.UniversalSentenceEncoder) -> None:
+    assert encoders.known_share(use, "我爸现在在哪个医院？") == 1.0
