@@ -304,7 +304,9 @@ class PartitionTables:
             if not analysis.remember:
                 out.counts["filtered"] += 1
         elif isinstance(event, CommandIssued):
-            changes = decide_command(bank, event, prepared.query_vector(), self.policy)
+            changes = decide_command(
+                bank, event, prepared.query_vector(), self.policy, prepared.query_known_share
+            )
             bank.apply(changes)
             if event.command == "tick" and changes:
                 bank.turns_since_consolidation = 0

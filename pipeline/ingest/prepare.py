@@ -43,7 +43,14 @@ from pipeline.memory.rules.slots import NEVER_UPDATES, names_one_slot, slot_of
 from pipeline.memory.rules.text import word_count
 from pipeline.models.attributes import AttributeGuess, AttributeModel, attribute_model_for
 from pipeline.models.classifier import TurnClassifier, TurnVerdict, classifier_for
-from pipeline.models.encoders import Encoder, VectorMemo, Vectors, encoder_id, load_encoder
+from pipeline.models.encoders import (
+    Encoder,
+    VectorMemo,
+    Vectors,
+    encoder_id,
+    known_share,
+    load_encoder,
+)
 from pipeline.runtime.kafka import faust_credentials
 from pipeline.runtime.metrics import dead_letter_reason, metrics
 from pipeline.runtime.settings import Settings
@@ -587,6 +594,13 @@ def prepare_batch(
                     encode_vector(vector)
                     if vector is not None and isinstance(event, CommandIssued)
                     else None
+                ),
+                query_known_share=(
+                    round(known_share(encoder, event.query), 4)
+                    if vector is not None
+                    and isinstance(event, CommandIssued)
+                    and event.query is not None
+                    else 1.0
                 ),
             )
             batch.counts[event.event_type] += 1

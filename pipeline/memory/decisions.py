@@ -382,9 +382,14 @@ def idle_consolidation_due(bank: NamespaceBank, now: datetime, policy: MemoryPol
 
 
 def command_targets(
-    bank: NamespaceBank, command: CommandIssued, query_vector: Vector | None
+    bank: NamespaceBank,
+    command: CommandIssued,
+    query_vector: Vector | None,
+    query_known_share: float = 1.0,
 ) -> list[MemoryRecord]:
-    """The memories a command names: its ids, what its query means here, or the whole bank."""
+    """The memories a command names: its ids, what its query means here, or the whole bank.
+
+    ``query_known_share``: how much of the query the encoder read (recorded by ``prepare``)."""
     if command.whole_namespace:
         return sorted(bank.records.values(), key=lambda r: r.id)
     wanted = [i for i in dict.fromkeys(command.memory_ids) if i in bank.records]
@@ -394,6 +399,7 @@ def command_targets(
             command.query,
             bank.all_similarities(query_vector),
             include_forgotten=command.command == "erase",
+            reading=query_known_share,
         )
         wanted += [m.memory_id for m in matches if m.memory_id not in wanted]
     return [bank.records[i] for i in wanted]
@@ -404,6 +410,7 @@ def decide_command(
     command: CommandIssued,
     query_vector: Vector | None,
     policy: MemoryPolicy,
+    query_known_share: float = 1.0,
 ) -> list[Change]:
     at, cause = command.event_time, command.event_id
     if command.command == "tick":
@@ -413,7 +420,7 @@ def decide_command(
         return decide_consolidation(bank, at, cause, policy) if due else []
     detail = command.reason or (f"query: {command.query}" if command.query else "")
     changes: list[Change] = []
-    for record in command_targets(bank, command, query_vector):
+    for record in command_targets(bank, command, query_vector, query_known_share):
         if command.command == "forget" and record.status != "forgotten":
             forgotten = consolidation.set_status(
                 record, "forgotten", "forgotten", at, cause, detail

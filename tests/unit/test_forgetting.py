@@ -142,3 +142,15 @@ def test_forgotten_memories_are_candidates_only_for_an_erase() -> None:
 
 def test_no_memories_no_matches() -> None:
     assert forget_matches([], "forget my home address", {}) == []
+
+
+def test_meaning_weighs_what_the_encoder_read_and_the_words_take_the_rest() -> None:
+    # An encoder that read a fifth of the query finds every memory alike (MiniLM on Chinese):
+    # the one alike with no word in common is not what was asked, the one with its words is.
+    alike = record("alike", "周五晚上组里聚餐")
+    said = record("said", "我在杭州上班，公司在钱江新城。")
+    similarities = {"alike": 0.85, "said": 0.6}
+    query = "忘掉我在哪上班"
+    assert set(ids(forget_matches([alike, said], query, similarities))) == {"alike", "said"}
+    assert ids(forget_matches([alike, said], query, similarities, reading=0.2)) == ["said"]
+    assert forget_matches([alike], "忘掉我的车牌号", {"alike": 0.85}, reading=0.2) == []

@@ -236,6 +236,26 @@ def test_one_encoder_call_for_the_remembered_turns_and_the_forget_queries() -> N
     }
 
 
+class ReadsHalf(BagOfWordsEncoder):
+    def known_share(self, text: str) -> float:
+        return 0.5 if text == FORGET else 1.0
+
+
+def test_a_forget_query_records_how_much_of_it_the_encoder_read() -> None:
+    log = Log()
+    batch = prepare(
+        log.command("forget", query=FORGET),
+        log.command("forget", memory_ids=["m_1"]),
+        encoder=ReadsHalf(),
+    )
+    by_query, by_ids = [p for _, p in batch.prepared]
+    assert by_query.query_known_share == 0.5
+    assert by_ids.query_known_share == 1.0  # nothing read: nothing to weigh
+    # and an encoder that cannot say reads everything
+    [(_, plain)] = prepare(log.command("forget", query=FORGET)).prepared
+    assert plain.query_known_share == 1.0
+
+
 def test_a_batch_of_nothing_to_embed_still_makes_one_empty_call() -> None:
     encoder = BagOfWordsEncoder()
     log = Log()

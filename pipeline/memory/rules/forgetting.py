@@ -6,9 +6,13 @@ sent right after a retain sees that retain, and replay resolves it identically (
 HTTP and MCP only publish the query.
 
 Relevance mixes meaning and words: 0.6 × cosine + 0.4 × the share of the query's content words
-(Chinese: character pairs) the memory contains. Forgetting is destructive, so it takes the best
-match when it is relevant at all, and every other memory close to it — superseded and cold ones
-too, since an old value is still the thing the user asked to forget.
+(Chinese: character pairs) the memory contains. Meaning weighs as much as the encoder read of the
+query (``reading``, ``encoders.known_share``), and the words take the rest: MiniLM reads most
+Chinese characters as one unknown piece, and its cosines between Chinese texts that share nothing
+run 0.6-0.9, so "忘掉我的车牌号", with no plate stored, forgot every Chinese memory of the bank.
+Forgetting is destructive, so it takes the best match when it is relevant at all, and every other
+memory close to it — superseded and cold ones too, since an old value is still the thing the
+user asked to forget.
 """
 
 from __future__ import annotations
@@ -118,19 +122,24 @@ def forget_matches(
     similarities: Mapping[str, float],
     *,
     include_forgotten: bool = False,
+    reading: float = 1.0,
 ) -> list[ForgetMatch]:
     """The memories a forget-by-query takes, best first (ties broken by id, so stable).
 
-    ``similarities`` maps memory id to the cosine between the query and the memory's vector.
+    ``similarities`` maps memory id to the cosine between the query and the memory's vector;
+    ``reading`` is the share of the query the encoder read: the weight meaning loses goes to
+    the words.
     Forgotten memories are candidates only for an erase (forgetting them again changes nothing).
     """
     terms = content_terms(query)
+    dense_weight = DENSE_WEIGHT * reading
+    lexical_weight = LEXICAL_WEIGHT + DENSE_WEIGHT - dense_weight
     scored = sorted(
         (
             ForgetMatch(
                 record.id,
-                DENSE_WEIGHT * max(0.0, similarities.get(record.id, 0.0))
-                + LEXICAL_WEIGHT * lexical_overlap(terms, record.content),
+                dense_weight * max(0.0, similarities.get(record.id, 0.0))
+                + lexical_weight * lexical_overlap(terms, record.content),
             )
             for record in records
             if include_forgotten or record.status != "forgotten"
