@@ -582,6 +582,7 @@ class RecallEngine:
                 min_specificity=self.tuning.link_min_specificity,
                 min_cosine=self.tuning.link_min_cosine,
                 per_seed=self.tuning.link_per_seed,
+                reading=reading,
             )
             if hops:
                 ranked["linked"] = sorted(hops.items(), key=lambda item: (-item[1], item[0]))

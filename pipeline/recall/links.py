@@ -27,6 +27,7 @@ def linked(
     min_specificity: float,
     min_cosine: float,
     per_seed: int,
+    reading: float = 1.0,
 ) -> dict[str, float]:
     """``{memory id: link strength × seed relevance}`` for memories one hop from ``seeds``.
 
@@ -37,13 +38,23 @@ def linked(
     follow-up path and the segment already connect turns), at most ``per_seed`` per seed, the
     strongest first; a memory reached from several seeds keeps its best value. Seeds themselves
     are never returned.
+
+    ``reading`` (``encoders.known_share`` of the question) scales every cosine, as it scales the
+    question's own: MiniLM finds most Chinese texts alike (0.6-0.9) whatever they say, and read
+    as near copies they passed the seeds' relevance on to unrelated remarks of other sessions.
     """
     present = [(seed, relevance) for seed, relevance in seeds if seed in view.records]
     seed_ids = {memory_id for memory_id, _ in seeds}
     # A dense namespace (an event told many times) has thousands of near copies; the strongest
     # few times ``per_seed`` are plenty for the checks below.
-    near_copies = view.close_rows(
-        [view.slot_of[seed] for seed, _ in present], min_cosine, CLOSE_CAP * per_seed
+    near_copies = (
+        view.close_rows(
+            [view.slot_of[seed] for seed, _ in present],
+            min_cosine / reading,
+            CLOSE_CAP * per_seed,
+        )
+        if reading > 0.0 and reading >= min_cosine
+        else [[] for _ in present]  # no cosine could reach it
     )
     found: dict[str, float] = {}
     for (seed, seed_relevance), close in zip(present, near_copies, strict=True):
@@ -58,8 +69,8 @@ def linked(
                     strength[other] = key_strength
         for other_slot, cosine in close:
             other = view.ids[other_slot]
-            if cosine > strength.get(other, 0.0):
-                strength[other] = cosine
+            if cosine * reading > strength.get(other, 0.0):
+                strength[other] = cosine * reading
         # Strongest first; the session and visibility checks (the costly part in a dense
         # namespace) run only until ``per_seed`` links are found.
         ranked = sorted(

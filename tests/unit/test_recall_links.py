@@ -79,3 +79,25 @@ def test_links_respect_the_filter_and_the_per_seed_cap() -> None:
         per_seed=1,
     )
     assert list(found) == ["same-entity"]
+
+
+def test_a_near_copy_counts_as_much_as_the_encoder_read_of_the_question() -> None:
+    # MiniLM finds two Chinese texts alike whatever they say: read at 0.2, the near copy is no
+    # link, and the shared specific entity still is.
+    view = view_of(RECORDS).view("ns")
+    assert view is not None
+
+    def hops(reading: float) -> dict[str, float]:
+        return linked(
+            view,
+            [("seed", 0.8)],
+            lambda _id: True,
+            min_specificity=0.5,
+            min_cosine=0.6,
+            per_seed=10,
+            reading=reading,
+        )
+
+    assert set(hops(1.0)) == {"same-entity", "near"}
+    assert set(hops(0.9)) == {"same-entity", "near"} and hops(0.9)["near"] < hops(1.0)["near"]
+    assert set(hops(0.2)) == {"same-entity"}
