@@ -27,8 +27,6 @@ from typing import Any
 from bench import probe_halves
 from pipeline.ingest.local import LocalPipeline
 from pipeline.memory.rules.extraction import memory_id
-from pipeline.models.attributes import attribute_model_for
-from pipeline.models.classifier import classifier_for
 from pipeline.models.encoders import load_encoder
 from pipeline.runtime.settings import Settings
 from schemas.events import CommandIssued, TurnRecorded
@@ -45,12 +43,7 @@ def half_of(item_id: str) -> str:
 def run_cases(cases: Sequence[dict[str, Any]], settings: Settings) -> list[dict[str, Any]]:
     """Each case's outcome: which statements formed a memory, and which of those were forgotten."""
     encoder = load_encoder(settings.encoder)
-    pipeline = LocalPipeline(
-        encoder,
-        settings.memory,
-        classifier=classifier_for(settings.classifier, encoder.name),
-        attributes=attribute_model_for(encoder.name, settings.slot_attributes),
-    )
+    pipeline = LocalPipeline.configured(encoder, settings)
     ids: dict[str, list[str]] = {}
     for case in cases:
         namespace = f"forget-{case['id']}"

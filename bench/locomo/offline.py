@@ -44,8 +44,6 @@ from bench.locomo.metrics import QuestionScore, aggregate, score_question
 from bench.locomo.report import render_summary
 from bench.locomo.runner import RECALL_LIMIT, HindsightRetriever, evaluate
 from pipeline.ingest.local import LocalPipeline
-from pipeline.models.attributes import attribute_model_for
-from pipeline.models.classifier import classifier_for
 from pipeline.models.encoders import ENCODER_NAMES, Encoder, Vectors, known_share, load_encoder
 from pipeline.recall.engine import RecallEngine
 from pipeline.recall.hot_index import HotIndex
@@ -81,13 +79,7 @@ def ingest(
     conversations: Sequence[Conversation], encoder: Encoder, settings: Settings
 ) -> list[MemoryRecord]:
     """Run every conversation through the stages' own code (``LocalPipeline``): final records."""
-    pipeline = LocalPipeline(
-        encoder,
-        settings.memory,
-        partitions=settings.partitions,
-        classifier=classifier_for(settings.classifier, encoder.name),
-        attributes=attribute_model_for(encoder.name, settings.slot_attributes),
-    )
+    pipeline = LocalPipeline.configured(encoder, settings, partitions=settings.partitions)
     for conversation in conversations:
         for event in turn_events(conversation):
             pipeline.publish(event.namespace, event)

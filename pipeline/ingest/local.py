@@ -27,10 +27,10 @@ from pipeline.ingest.commit import PartitionOutput
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage
 from pipeline.ingest.policies import PolicyBook
 from pipeline.ingest.prepare import ExtractionKey, InputMessage, prepare_batch
-from pipeline.models.attributes import AttributeModel
-from pipeline.models.classifier import TurnClassifier
+from pipeline.models.attributes import AttributeModel, attribute_model_for
+from pipeline.models.classifier import TurnClassifier, classifier_for
 from pipeline.models.encoders import Encoder
-from pipeline.runtime.settings import MemoryPolicy
+from pipeline.runtime.settings import MemoryPolicy, Settings
 from pipeline.views.state_topic import PartitionState, partition_for
 from schemas.codec import encode
 from schemas.data_keys import ErasureRecorded
@@ -75,6 +75,18 @@ class LocalPipeline:
         self._logs = [_Partition() for _ in range(partitions)]
         self.tables = {p: self._fresh_tables(p) for p in range(partitions)}
         self.outputs: list[PartitionOutput] = []
+
+    @classmethod
+    def configured(cls, encoder: Encoder, settings: Settings, partitions: int = 1) -> LocalPipeline:
+        """The stages as ``settings`` configure them: its memory policy, and the classifier and
+        attribute model that fit ``encoder`` (what the worker's ``prepare`` would load)."""
+        return cls(
+            encoder,
+            settings.memory,
+            partitions=partitions,
+            classifier=classifier_for(settings.classifier, encoder.name),
+            attributes=attribute_model_for(encoder.name, settings.slot_attributes),
+        )
 
     def _fresh_tables(
         self, partition: int, ledger: Mapping[int, ErasureRecorded] | None = None

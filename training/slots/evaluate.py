@@ -31,8 +31,6 @@ import orjson
 
 from pipeline.ingest.local import LocalPipeline
 from pipeline.memory.rules.extraction import memory_id
-from pipeline.models.attributes import attribute_model_for
-from pipeline.models.classifier import classifier_for
 from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.runtime.settings import Settings
 from schemas.events import TurnRecorded
@@ -127,12 +125,7 @@ def _turn(pair: Pair, which: str, at: datetime) -> TurnRecorded:
 
 
 def run_pairs(pairs: Sequence[Pair], encoder: Encoder, settings: Settings) -> list[Outcome]:
-    pipeline = LocalPipeline(
-        encoder,
-        settings.memory,
-        classifier=classifier_for(settings.classifier, encoder.name),
-        attributes=attribute_model_for(encoder.name, settings.slot_attributes),
-    )
+    pipeline = LocalPipeline.configured(encoder, settings)
     turns: dict[str, tuple[TurnRecorded, TurnRecorded]] = {}
     for pair in pairs:
         older, newer = _turn(pair, "older", T0), _turn(pair, "newer", T0 + GAP)
