@@ -114,9 +114,9 @@ class EventPrepared(BaseModel):
     rejected: Rejected | None = None
     analysis: TurnAnalysis | None = None  # turns only
     query_vector_b64: str | None = None  # commands that carry a query (forget by query)
-    # How much of that query the encoder reads (``encoders.known_share``): its cosines count
-    # that much (forgetting.forget_matches). Events prepared before it was recorded read 1.0,
-    # which is how they were judged then.
+    # How much of that query the encoder reads (``encoders.known_share``): the cosine of a
+    # memory that shares none of its words counts that much (forgetting.forget_matches). Events
+    # prepared before it was recorded read 1.0, which is how they were judged then.
     query_known_share: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
 
     @property

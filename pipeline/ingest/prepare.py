@@ -585,23 +585,18 @@ def prepare_batch(
                 )
             if turn_analysis is not None and index in slot_of_turn:
                 turn_analysis = with_slot(turn_analysis, slot_of_turn[index], guesses.get(index))
+            # A forget's query was embedded (it has a vector): its vector and how much of it the
+            # encoder read go with it.
+            query = event.query if isinstance(event, CommandIssued) and vector is not None else None
             prepared = EventPrepared(
                 source=message.position,
                 models=models,
                 event=event,
                 analysis=turn_analysis,
                 query_vector_b64=(
-                    encode_vector(vector)
-                    if vector is not None and isinstance(event, CommandIssued)
-                    else None
+                    None if query is None or vector is None else encode_vector(vector)
                 ),
-                query_known_share=(
-                    round(known_share(encoder, event.query), 4)
-                    if vector is not None
-                    and isinstance(event, CommandIssued)
-                    and event.query is not None
-                    else 1.0
-                ),
+                query_known_share=1.0 if query is None else round(known_share(encoder, query), 4),
             )
             batch.counts[event.event_type] += 1
             if turn_analysis is not None and not turn_analysis.remember:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import numpy as np
@@ -50,54 +51,46 @@ RECORDS = [
 ]
 
 
-def test_links_follow_specific_entities_and_near_copies_in_other_sessions() -> None:
-    index = view_of(RECORDS)
-    view = index.view("ns")
+def hops(
+    seed_relevance: float,
+    accept: Callable[[str], bool] = lambda _id: True,
+    *,
+    min_cosine: float = 0.9,
+    per_seed: int = 10,
+    reading: float = 1.0,
+) -> dict[str, float]:
+    """``linked`` from the one seed of ``RECORDS`` (entities count from specificity 0.5)."""
+    view = view_of(RECORDS).view("ns")
     assert view is not None
-    found = linked(
+    return linked(
         view,
-        [("seed", 0.8)],
-        lambda _id: True,
+        [("seed", seed_relevance)],
+        accept,
         min_specificity=0.5,
-        min_cosine=0.9,
-        per_seed=10,
+        min_cosine=min_cosine,
+        per_seed=per_seed,
+        reading=reading,
     )
+
+
+def test_links_follow_specific_entities_and_near_copies_in_other_sessions() -> None:
+    found = hops(0.8)
     assert set(found) == {"same-entity", "near"}  # not its own session, not the common "Anna"
     assert found["near"] > found["same-entity"]  # cosine 0.995 beats the entity's specificity
     assert found["near"] <= 0.8
 
 
 def test_links_respect_the_filter_and_the_per_seed_cap() -> None:
-    view = view_of(RECORDS).view("ns")
-    assert view is not None
-    found = linked(
-        view,
-        [("seed", 1.0)],
-        lambda memory_id: memory_id != "near",
-        min_specificity=0.5,
-        min_cosine=0.9,
-        per_seed=1,
-    )
+    found = hops(1.0, lambda memory_id: memory_id != "near", per_seed=1)
     assert list(found) == ["same-entity"]
 
 
 def test_a_near_copy_counts_as_much_as_the_encoder_read_of_the_question() -> None:
     # MiniLM finds two Chinese texts alike whatever they say: read at 0.2, the near copy is no
     # link, and the shared specific entity still is.
-    view = view_of(RECORDS).view("ns")
-    assert view is not None
+    def read(reading: float) -> dict[str, float]:
+        return hops(0.8, min_cosine=0.6, reading=reading)
 
-    def hops(reading: float) -> dict[str, float]:
-        return linked(
-            view,
-            [("seed", 0.8)],
-            lambda _id: True,
-            min_specificity=0.5,
-            min_cosine=0.6,
-            per_seed=10,
-            reading=reading,
-        )
-
-    assert set(hops(1.0)) == {"same-entity", "near"}
-    assert set(hops(0.9)) == {"same-entity", "near"} and hops(0.9)["near"] < hops(1.0)["near"]
-    assert set(hops(0.2)) == {"same-entity"}
+    assert set(read(1.0)) == {"same-entity", "near"}
+    assert set(read(0.9)) == {"same-entity", "near"} and read(0.9)["near"] < read(1.0)["near"]
+    assert set(read(0.2)) == {"same-entity"}
