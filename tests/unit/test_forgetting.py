@@ -1,6 +1,7 @@
 """``pipeline.memory.rules.forgetting``: which memories "forget my …" means — content words in
 English and Chinese, relevance = 0.6 × cosine + 0.4 × word share, a floor below which nothing
-goes, the best match and those near it, forgotten memories only for an erase."""
+goes unless the best match stands clear of the rest, the best match and those near it, forgotten
+memories only for an erase."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import pytest
 from recall_support import make_record
 
 from pipeline.memory.rules.forgetting import (
+    CLEAR_AMONG,
+    CLEAR_LEAD,
+    CLEAR_RELEVANCE,
     MIN_RELEVANCE,
     NEAR_BEST,
     content_terms,
@@ -71,6 +75,38 @@ def test_below_the_relevance_floor_nothing_is_forgotten() -> None:
     assert match.memory_id == "a"
     assert match.relevance == pytest.approx(0.6 * 0.51)
     assert match.relevance >= MIN_RELEVANCE
+
+
+def test_a_best_match_under_the_floor_is_taken_alone_when_it_stands_clear() -> None:
+    # "please drop my home address" and "I live at 14 Alder Crescent" share no word.
+    records = [record(name) for name in "abcd"]
+    similarities = {"a": 0.40, "b": 0.28, "c": 0.27, "d": 0.05}
+
+    [match] = forget_matches(records, "forget zzz", similarities)
+
+    # Relevances 0.24, 0.168, 0.162, 0.03: under the floor, but 0.072 ahead of the runner-up.
+    assert match.memory_id == "a"
+    assert CLEAR_RELEVANCE <= match.relevance < MIN_RELEVANCE
+
+
+def test_no_clear_best_under_the_floor_forgets_nothing() -> None:
+    records = [record(name) for name in "abcd"]
+    close = {"a": 0.40, "b": 0.34, "c": 0.1, "d": 0.0}  # 0.24 leads 0.204 by less than the lead
+    weak = {"a": 0.32, "b": 0.1, "c": 0.0, "d": 0.0}  # 0.192 is clear, but under the lower floor
+
+    assert 0.6 * (close["a"] - close["b"]) < CLEAR_LEAD
+    assert forget_matches(records, "forget zzz", close) == []
+    assert 0.6 * weak["a"] < CLEAR_RELEVANCE
+    assert forget_matches(records, "forget zzz", weak) == []
+
+
+def test_a_clear_best_needs_a_bank_to_stand_clear_of() -> None:
+    similarities = {"a": 0.40, "b": 0.0, "c": 0.0}
+    few = [record(name) for name in "abc"[: CLEAR_AMONG - 1]]
+
+    assert forget_matches(few, "forget zzz", similarities) == []
+    enough = [record(name) for name in "abc"[:CLEAR_AMONG]]
+    assert ids(forget_matches(enough, "forget zzz", similarities)) == ["a"]
 
 
 def test_the_best_match_takes_those_within_near_best_of_it() -> None:

@@ -16,6 +16,13 @@ the words, kept the bank but forgot 2 of the 34 memories meant in the Chinese ca
 Forgetting is destructive, so it takes the best match when it is relevant at all, and every other
 memory close to it — superseded and cold ones too, since an old value is still the thing the
 user asked to forget.
+
+A request in other words than the memory's ("please drop my home address" for "I live at 14
+Alder Crescent") shares no word with it, and MiniLM's cosine between such paraphrases is low
+(0.3), so its relevance stays under the floor although nothing else in the bank comes close.
+Such a best match is taken alone when it stands clear of the runner-up among at least two
+others: a bank with nothing on the topic has no clear best, and the more memories a bank holds,
+the closer its runner-up, so a large bank needs the floor.
 """
 
 from __future__ import annotations
@@ -31,6 +38,11 @@ DENSE_WEIGHT = 0.6
 LEXICAL_WEIGHT = 0.4
 MIN_RELEVANCE = 0.3  # below this the best match is not what the user meant: forget nothing
 NEAR_BEST = 0.15  # others within this of the best go too
+# A best match between these two floors is taken alone when it leads the runner-up by CLEAR_LEAD
+# and the bank offers at least CLEAR_AMONG candidates (bench/forget_queries, tune half).
+CLEAR_RELEVANCE = 0.2
+CLEAR_LEAD = 0.06
+CLEAR_AMONG = 3
 
 _WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -149,7 +161,11 @@ def forget_matches(
         ),
         key=lambda match: (-match.relevance, match.memory_id),
     )
-    if not scored or scored[0].relevance < MIN_RELEVANCE:
+    if not scored:
         return []
-    floor = max(MIN_RELEVANCE, scored[0].relevance - NEAR_BEST)
-    return [match for match in scored if match.relevance >= floor]
+    best = scored[0].relevance
+    if best >= MIN_RELEVANCE:
+        floor = max(MIN_RELEVANCE, best - NEAR_BEST)
+        return [match for match in scored if match.relevance >= floor]
+    clear = len(scored) >= CLEAR_AMONG and best - scored[1].relevance >= CLEAR_LEAD
+    return scored[:1] if clear and best >= CLEAR_RELEVANCE else []
