@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 from infra.milvus_lite import LocalMilvusLite
 from pipeline.runtime.settings import Settings
@@ -33,6 +34,18 @@ from topics.catalogue import topic_names
 log = logging.getLogger("hindsight.stack")
 
 PROBE_NAMESPACE = "hindsight-probe"
+
+
+class WorkerExited(HindsightError):
+    """The stack's worker process ended while the stack was up."""
+
+
+class WatchedProcess(Protocol):
+    def alive(self) -> bool: ...
+
+    def exit_code(self) -> int | None: ...
+
+    def log_tail(self, lines: int = 30) -> str: ...
 
 
 class WorkerProcess:
@@ -116,6 +129,9 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM the worker (SIGKILL after ``timeout``), then stop its Milvus Lite server."""
         if self.process is not None and self.process.poll() is None:
@@ -190,6 +206,41 @@ async def wait_worker_ready(
 
 
 @asynccontextmanager
+async def stopped_if_it_exits(
+    worker: WatchedProcess, poll_seconds: float = 1.0
+) -> AsyncIterator[None]:
+    """Cancel the body when ``worker`` exits under it, and raise ``WorkerExited`` with its exit
+    code and log tail. Without this, every wait on the views runs into its own timeout: 30 s per
+    step, hours for the 528 scenarios of the generalisation suite. The body must run in the task
+    that entered this context (the demo, ``up``, the scenario and LoCoMo runners all do)."""
+    body = asyncio.current_task()
+    if body is None:
+        raise RuntimeError("stopped_if_it_exits needs a running task")
+    exited: list[int | None] = []
+
+    async def watch() -> None:
+        while worker.alive():  # ends when the worker does, or is cancelled with the context
+            await asyncio.sleep(poll_seconds)
+        exited.append(worker.exit_code())
+        body.cancel()
+
+    watcher = asyncio.create_task(watch(), name="hindsight-worker-watch")
+    try:
+        yield
+    except asyncio.CancelledError:
+        if exited and body.uncancel() == 0:
+            raise WorkerExited(
+                f"the worker exited (code {exited[0]}) while the stack was up; log tail:\n"
+                f"{worker.log_tail()}"
+            ) from None
+        raise
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+
+
+@asynccontextmanager
 async def running_stack(
     settings: Settings, *, start_worker: bool = True
 ) -> AsyncIterator[Settings]:
@@ -214,7 +265,10 @@ async def running_stack(
             worker = WorkerProcess(live)
             worker.start()
             await wait_worker_ready(live, worker)
-        yield live
+            async with stopped_if_it_exits(worker):
+                yield live
+        else:
+            yield live
     finally:
         if worker is not None:
             await asyncio.get_running_loop().run_in_executor(None, worker.stop)
