@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.memory.rules.text import cjk_ratio
 from pipeline.models.artefacts import (
     MINILM,
     PRECISION_FILES,
@@ -63,11 +64,16 @@ DEFAULT_MAX_BATCH_TOKENS = 256
 UNKNOWN_TOKEN = "[UNK]"
 
 
-def _known_share(pieces: Sequence[int], unknown_id: int | None) -> float:
-    """The share of a text's word pieces (no special tokens) that are not ``unknown_id``."""
-    if not pieces or unknown_id is None:
+def _known_share(pieces: Sequence[str]) -> float:
+    """The share of a text's word pieces (no special tokens) that MiniLM reads: neither the
+    unknown piece nor a Chinese character. Its vocabulary (BERT's) holds a few thousand Chinese
+    characters, but it learnt sentence meaning from English: on the update-pair corpus' Chinese
+    pairs its cosine tells a same-topic pair from an unrelated one at AUC 0.70 (0.62 against
+    0.53 on average), against 0.93 for the English pairs and 0.92 for USE on the same Chinese."""
+    if not pieces:
         return 1.0
-    return 1.0 - list(pieces).count(unknown_id) / len(pieces)
+    unread = sum(1 for piece in pieces if piece == UNKNOWN_TOKEN or cjk_ratio(piece) == 1.0)
+    return 1.0 - unread / len(pieces)
 
 
 class EncoderUnavailable(HindsightError):
@@ -208,15 +214,16 @@ class ReadsTokens(Protocol):
     """An encoder that can say how much of a text its vocabulary knows."""
 
     def known_share(self, text: str) -> float:
-        """The share of the text's word pieces that are not the unknown token (1.0: none)."""
+        """The share of the text's word pieces the model reads (1.0: all of them)."""
         ...
 
 
 def known_share(encoder: Encoder, text: str) -> float:
     """How much of ``text`` the encoder reads: MiniLM's English vocabulary lacks most Chinese
     characters and every emoji, and reads each as one [UNK] piece, so two Chinese texts with
-    nothing in common still come out alike (cosine 0.6-0.9). An encoder that cannot say (USE,
-    whose vocabulary is multilingual) reads everything."""
+    nothing in common still come out alike (cosine 0.6-0.9); the Chinese characters it has, it
+    barely reads either (``_known_share``). An encoder that cannot say (USE, whose vocabulary is
+    multilingual) reads everything."""
     return encoder.known_share(text) if isinstance(encoder, ReadsTokens) else 1.0
 
 
@@ -315,9 +322,7 @@ class TorchMiniLMEncoder:
         self._lock = threading.Lock()
 
     def known_share(self, text: str) -> float:
-        tokenizer = self._model.tokenizer
-        pieces = tokenizer(text, add_special_tokens=False)["input_ids"]
-        return _known_share(pieces, tokenizer.unk_token_id)
+        return _known_share(self._model.tokenizer.tokenize(text))
 
     def encode(self, texts: list[str]) -> Vectors:
         if not texts:
@@ -371,7 +376,6 @@ class OnnxSentenceEncoder:
         # truncates at max_seq_length (256) and pads to the longest row. Padding is ours.
         self._tokenizer.enable_truncation(int(manifest["max_seq_length"]))
         self._tokenizer.no_padding()
-        self._unknown_id = self._tokenizer.token_to_id(UNKNOWN_TOKEN)
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
@@ -385,8 +389,7 @@ class OnnxSentenceEncoder:
         self._output = str(manifest["output"])
 
     def known_share(self, text: str) -> float:
-        pieces = self._tokenizer.encode(text, add_special_tokens=False).ids
-        return _known_share(pieces, self._unknown_id)
+        return _known_share(self._tokenizer.encode(text, add_special_tokens=False).tokens)
 
     def _run(self, rows: Sequence[Sequence[int]]) -> Vectors:
         ids, mask = pad_ids(rows)
