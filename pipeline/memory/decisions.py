@@ -132,6 +132,7 @@ def _confirmation(
         if (
             similarity >= policy.duplicate_cosine
             and existing.status in CURRENT_STATUSES
+            and slots.worded_alike(existing.content, analysis.content, policy)
             and not _says_more(existing, prepared)
             # A changed value is an update even when the sentence barely changed ("… 6379" /
             # "… 6380"): it must not merge into the memory it supersedes.

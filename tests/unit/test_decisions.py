@@ -215,6 +215,39 @@ def test_a_near_duplicate_about_another_thing_or_value_is_kept(first: str, secon
     assert stages.bank("acme").records[kept.id].status == "active"
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # The default encoder's cosines of these pairs: 0.999, 0.997, 0.968.
+        ("我家那辆老捷达还在开", "我家猫在用豆腐猫砂"),
+        ("我在准备雅思", "我开了个淘宝店"),
+        ("我表弟在澳洲留学。", "我最近在学滑板"),
+    ],
+)
+def test_chinese_statements_worded_otherwise_are_no_duplicates_however_close(
+    first: str, second: str
+) -> None:
+    encoder = ExactEncoder({first: [1.0], second: at_cosine(0.999)})
+    stages, log = Stages(encoder), Log()
+    remember(stages, log, first)
+
+    result = stages.process([log.turn(second, T0 + DAY)])
+
+    assert "merged" not in [c.change for c in result.changes]
+    assert {r.content for r in stages.bank("acme").records.values()} == {first, second}
+
+
+def test_a_chinese_restatement_still_merges() -> None:
+    first, again = "我老婆是小学语文老师", "我老婆是小学的语文老师"
+    encoder = ExactEncoder({first: [1.0], again: at_cosine(0.97)})
+    stages, log = Stages(encoder), Log()
+    kept = remember(stages, log, first)
+
+    [change] = stages.process([log.turn(again, T0 + DAY)]).changes
+
+    assert (change.change, change.record.id) == ("merged", kept.id)
+
+
 @pytest.mark.parametrize("cosine", [0.85, 0.88, 0.919])
 def test_related_turns_are_linked_both_ways_without_merging(cosine: float) -> None:
     encoder = ExactEncoder({OFFICE: [1.0], OFFICE_NEAR: at_cosine(cosine)})

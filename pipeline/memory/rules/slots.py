@@ -1535,6 +1535,19 @@ def encoder_reads(signal: Slot, policy: MemoryPolicy) -> bool:
     return language_of(signal.frame) in policy.slot_cosine_languages
 
 
+def worded_alike(first: str, second: str, policy: MemoryPolicy) -> bool:
+    """Whether two texts' cosine may call them one statement told twice: in a language the
+    encoder reads, yes; otherwise only when they share two thirds of the shorter one's character
+    pairs. The English-only default encoder puts unrelated Chinese statements at 0.92 or more
+    (我家那辆老捷达还在开 / 我家猫在用豆腐猫砂 at 0.999), where the duplicate rule merged the
+    second into the first and it was lost as a memory of its own."""
+    if all(language_of(text) in policy.slot_cosine_languages for text in (first, second)):
+        return True
+    pairs, others = _bigrams(first), _bigrams(second)
+    shorter = min(len(pairs), len(others))
+    return shorter > 0 and len(pairs & others) * 3 >= shorter * 2
+
+
 def _goal_in(goal: str, frame: str) -> bool:
     """The other statement names the same goal: all its words (English), most of its character
     pairs (Chinese, whose word segmentation differs between two wordings)."""
