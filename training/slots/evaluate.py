@@ -13,6 +13,11 @@ older statement's memory ends ``superseded`` by the newer statement's memory.
 writers who never saw the rules; ``corpus/CORPUS.md``): its tune part (three quarters, fixed by
 ``corpus_half``) may be looked at, its test quarter only scored.
 
+``--one-namespace`` runs a half's pairs of each language as one user's statements in a single
+namespace instead (all the older statements, then all the newer ones, each in a session of its
+own): a statement then meets hundreds of others, as in a real bank, and the report adds how many
+memories were superseded by a statement of another pair and how many turns were merged away.
+
 Prints JSON: precision, recall and counts per half, per language and per category.
 """
 
@@ -34,6 +39,7 @@ from pipeline.memory.rules.extraction import memory_id
 from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.runtime.settings import Settings
 from schemas.events import TurnRecorded
+from schemas.memory import MemoryRecord
 
 PAIRS = Path(__file__).with_name("pairs.jsonl")
 T0 = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
@@ -112,11 +118,11 @@ def load_corpus(directory: Path = CORPUS_DIR) -> list[Pair]:
     return pairs
 
 
-def _turn(pair: Pair, which: str, at: datetime) -> TurnRecorded:
+def _turn(pair: Pair, which: str, at: datetime, namespace: str | None = None) -> TurnRecorded:
     side = pair.older if which == "older" else pair.newer
     return TurnRecorded(
         event_id=f"{pair.id}-{which}",
-        namespace=f"pairs-{pair.id}",
+        namespace=namespace or f"pairs-{pair.id}",
         event_time=at,
         session_id=f"{pair.id}-{which}",
         speaker=side["speaker"],
@@ -124,16 +130,64 @@ def _turn(pair: Pair, which: str, at: datetime) -> TurnRecorded:
     )
 
 
-def run_pairs(pairs: Sequence[Pair], encoder: Encoder, settings: Settings) -> list[Outcome]:
+def run_pairs(
+    pairs: Sequence[Pair], encoder: Encoder, settings: Settings, one_namespace: bool = False
+) -> tuple[list[Outcome], dict[str, dict[str, int]]]:
+    """Each pair's outcome, and per language how many memories a statement of another pair
+    superseded and how many turns formed no memory of their own (``one_namespace`` only; else
+    every pair is alone in its namespace and both are 0)."""
     pipeline = LocalPipeline.configured(encoder, settings)
     turns: dict[str, tuple[TurnRecorded, TurnRecorded]] = {}
     for pair in pairs:
-        older, newer = _turn(pair, "older", T0), _turn(pair, "newer", T0 + GAP)
+        if one_namespace:  # one user: the statements a minute apart, in the corpus' order
+            crowd, step = f"crowd-{pair.lang}", timedelta(minutes=len(turns))
+        else:
+            crowd, step = None, timedelta(0)
+        older = _turn(pair, "older", T0 + step, crowd)
+        newer = _turn(pair, "newer", T0 + GAP + step, crowd)
         turns[pair.id] = (older, newer)
-        pipeline.publish(older.namespace, older)
-        pipeline.publish(newer.namespace, newer)
+    if one_namespace:  # every older statement before any newer one
+        ordered = [both[0] for both in turns.values()] + [both[1] for both in turns.values()]
+    else:
+        ordered = [turn for both in turns.values() for turn in both]
+    for turn in ordered:
+        pipeline.publish(turn.namespace, turn)
     pipeline.run(prepare_batch_size=settings.batch_size)
     records = pipeline.records()
+    return _outcomes(pairs, turns, records), _crowding(pairs, turns, records)
+
+
+def _crowding(
+    pairs: Sequence[Pair],
+    turns: dict[str, tuple[TurnRecorded, TurnRecorded]],
+    records: dict[str, MemoryRecord],
+) -> dict[str, dict[str, int]]:
+    pair_of = {
+        memory_id(turn.namespace, [turn.event_id], turn.text): pair.id
+        for pair in pairs
+        for turn in turns[pair.id]
+    }
+    counts = {
+        lang: {"superseded_by_another_pair": 0, "turns_merged_away": 0}
+        for lang in {p.lang for p in pairs}
+    }
+    lang_of = {pair.id: pair.lang for pair in pairs}
+    for record_id, record in records.items():
+        if record_id not in pair_of:
+            continue
+        lang = lang_of[pair_of[record_id]]
+        counts[lang]["turns_merged_away"] += len(record.provenance) - 1
+        successor = pair_of.get(record.superseded_by or "")
+        if record.status == "superseded" and successor not in {None, pair_of[record_id]}:
+            counts[lang]["superseded_by_another_pair"] += 1
+    return counts
+
+
+def _outcomes(
+    pairs: Sequence[Pair],
+    turns: dict[str, tuple[TurnRecorded, TurnRecorded]],
+    records: dict[str, MemoryRecord],
+) -> list[Outcome]:
     outcomes = []
     for pair in pairs:
         older, newer = turns[pair.id]
@@ -214,19 +268,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--set", choices=["pairs", "corpus"], default="pairs", help="pairs.jsonl or corpus/"
     )
+    parser.add_argument(
+        "--one-namespace",
+        action="store_true",
+        help="every pair of a language in one namespace, as one user's statements",
+    )
     args = parser.parse_args(argv)
     if args.show and args.half != "tune":
         parser.error("--show lists pairs: only for the tune half")
     loaded = load_corpus() if args.set == "corpus" else load_pairs(args.pairs)
     pairs = [p for p in loaded if args.half in {"all", p.half}]
     settings = Settings.from_env()
-    outcomes = run_pairs(pairs, load_encoder(settings.encoder), settings)
+    outcomes, crowding = run_pairs(
+        pairs, load_encoder(settings.encoder), settings, args.one_namespace
+    )
     result = {
         "set": args.set,
         "half": args.half,
+        "one_namespace": args.one_namespace,
         "pairs_digest": pairs_digest(pairs),
         **report(outcomes),
     }
+    if args.one_namespace:
+        result["crowding"] = crowding
     if args.show:
         for o in outcomes:
             if o.superseded != o.pair.supersedes:
