@@ -216,22 +216,23 @@ async def stopped_if_it_exits(
     body = asyncio.current_task()
     if body is None:
         raise RuntimeError("stopped_if_it_exits needs a running task")
-    exited: list[int | None] = []
 
-    async def watch() -> None:
+    async def watch() -> int | None:
         while worker.alive():  # ends when the worker does, or is cancelled with the context
             await asyncio.sleep(poll_seconds)
-        exited.append(worker.exit_code())
         body.cancel()
+        return worker.exit_code()
 
     watcher = asyncio.create_task(watch(), name="hindsight-worker-watch")
     try:
         yield
     except asyncio.CancelledError:
+        # The watch has returned by the time its cancellation reaches the body.
+        exited = watcher.done() and not watcher.cancelled()
         if exited and body.uncancel() == 0:
             raise WorkerExited(
-                f"the worker exited (code {exited[0]}) while the stack was up; log tail:\n"
-                f"{worker.log_tail()}"
+                f"the worker exited (code {watcher.result()}) while the stack was up; "
+                f"log tail:\n{worker.log_tail()}"
             ) from None
         raise
     finally:

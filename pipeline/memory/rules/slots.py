@@ -1543,9 +1543,14 @@ def worded_alike(first: str, second: str, policy: MemoryPolicy) -> bool:
     second into the first and it was lost as a memory of its own."""
     if all(language_of(text) in policy.slot_cosine_languages for text in (first, second)):
         return True
-    pairs, others = _bigrams(first), _bigrams(second)
-    shorter = min(len(pairs), len(others))
-    return shorter > 0 and len(pairs & others) * 3 >= shorter * 2
+    shorter, longer = sorted((_bigrams(first), _bigrams(second)), key=len)
+    return _holds_most_pairs(longer, shorter)
+
+
+def _holds_most_pairs(text_pairs: set[str], pairs: set[str]) -> bool:
+    """Whether ``text_pairs`` holds two thirds of ``pairs`` (at least one): two wordings of one
+    thing in Chinese, whose word segmentation differs between them, share most character pairs."""
+    return bool(pairs) and len(pairs & text_pairs) * 3 >= len(pairs) * 2
 
 
 def _goal_in(goal: str, frame: str) -> bool:
@@ -1553,7 +1558,7 @@ def _goal_in(goal: str, frame: str) -> bool:
     pairs (Chinese, whose word segmentation differs between two wordings)."""
     if _CJK_RUN.search(goal):
         pairs = _bigrams(goal)
-        return bool(pairs) and len(pairs & _bigrams(frame)) * 3 >= len(pairs) * 2
+        return _holds_most_pairs(_bigrams(frame), pairs)
     words = set(_content_terms(tokenize(goal)))
     return len(words) >= 2 and words <= set(tokenize(frame))
 
