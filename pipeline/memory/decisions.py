@@ -310,23 +310,29 @@ def _nearest_current(
 
     Closest by vector where the encoder reads the language (``slot_cosine_languages``); else,
     of the update candidates, the one sharing most character pairs with it (the English-only
-    encoder puts 我周末都去爬山 nearer 周五晚上一般不安排事 than 周末基本泡在羽毛球馆).
+    encoder puts 我周末都去爬山 nearer 周五晚上一般不安排事 than 周末基本泡在羽毛球馆), and
+    among those sharing as many (often none: 我戒指圈号是12号 / 其实是13号), the closest by
+    vector — the rules that need the nearest still ask for their own evidence.
     """
+    vector = _vector_of(bank, created)
     if created.slot is not None and not slots.encoder_reads(created.slot, policy):
-        shared = {
-            i: slots.shared_pairs(created.slot, slot)
+        ranked = {
+            i: (slots.shared_pairs(created.slot, slot), _cosine(bank, i, vector))
             for i in candidates
             if (slot := bank.records[i].slot) is not None
         }
-        best = max(shared.values(), default=0)
-        return next((i for i, count in shared.items() if count == best), None) if best else None
-    vector = _vector_of(bank, created)
+        return max(ranked, key=ranked.__getitem__, default=None)
     if vector is None:
         return None
     closest = [
         i for i in bank.closest_current(vector, policy.state_cosine_floor, 2) if i != created.id
     ]
     return closest[0] if closest else None
+
+
+def _cosine(bank: NamespaceBank, memory_id: str, vector: Vector | None) -> float:
+    other = _vector_of(bank, bank.records[memory_id])
+    return -1.0 if vector is None or other is None else float(other @ vector)
 
 
 def _supersessions(

@@ -643,6 +643,13 @@ def test_a_statement_that_keeps_its_value_or_weighs_a_change_replaces_nothing() 
             "之前说错了，钢琴课是周四下午四点",
         ),
         ("corrects", "corrected: ", "我家宽带是联通的。", "记错了，宽带其实是电信的，联通是手机卡"),
+        # Nothing in common but the value taken back.
+        (
+            "corrects",
+            "corrected: ",
+            "My locker is number 17.",
+            "ignore what I said, it's 71, not 17",
+        ),
         # An amount said to have moved. None of these superseded before the rule: no unit in
         # common, or none at all.
         (
@@ -818,6 +825,22 @@ def test_in_a_language_the_encoder_does_not_read_the_nearest_is_lexical() -> Non
     assert records[hiking].status == "superseded"
     assert records[hiking].superseded_by == records[badminton].id
     assert records[friday].status == "active"
+
+
+def test_a_chinese_correction_sharing_no_character_pair_still_finds_its_statement() -> None:
+    # Only the value is in common (masked in both frames), yet the one close candidate is the
+    # nearest: a correction that names the value it takes back supersedes it.
+    badge, hours = "我的工号是3021。", "周五晚上一般不安排事。"
+    fixed = "我说错了，是3012，3021是旧的"
+    encoder = ExactEncoder({badge: [1.0, 0.0, 0.0], hours: [0.0, 0.0, 1.0], fixed: at_cosine(0.6)})
+    stages, log = Stages(encoder), Log()
+    stages.process(
+        [log.turn(badge, T0), log.turn(hours, T0), log.turn(fixed, T0 + 20 * DAY, session_id="s2")]
+    )
+    records = by_content(stages)
+    assert records[badge].status == "superseded"
+    assert records[badge].superseded_by == records[fixed].id
+    assert records[hours].status == "active"
 
 
 def test_chat_lines_sharing_two_words_and_naming_no_value_replace_nothing() -> None:

@@ -1367,7 +1367,7 @@ def corrected(older: Statement, newer: Statement, policy: MemoryPolicy) -> str |
 
     Whatever the older statement is (an appointment told as an event is corrected too), when it
     is the current memory nearest the newer one (checked by the caller) from the same speaker,
-    and the two have common ground (:func:`common_ground`).
+    and the two have common ground (:func:`common_ground`, or a value both name).
     """
     assert older.slot is not None and newer.slot is not None
     first, second = older.slot, newer.slot
@@ -1376,7 +1376,9 @@ def corrected(older: Statement, newer: Statement, policy: MemoryPolicy) -> str |
     vectors = _said_by_one(older, newer)
     if vectors is None or newer.kind in {"emotion", "chit_chat"}:
         return None
-    shared = common_ground(first, second, policy)
+    # A value both name is common ground here whatever its kind: a correction names the value it
+    # takes back ("40mg not 20", 175是穿鞋量的, 不在青岛).
+    shared = common_ground(first, second, policy) | (set(first.values) & set(second.values))
     if not shared:
         return None
     cosine = float(vectors[0] @ vectors[1])
