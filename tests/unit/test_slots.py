@@ -154,6 +154,11 @@ def test_moments_and_additions_are_flagged() -> None:
     assert slot_of("Had lunch with Tom yesterday.").moment
     assert slot_of("周一见了新客户。").moment
     assert not slot_of("周会是周一上午十点。").moment
+    # A weekday tells one time only with a past verb; a habit on a weekday is a state.
+    assert slot_of("Watched the match at Dan's on Tuesday.").moment
+    assert slot_of("Ran into Priya at the market on Saturday.").moment
+    assert not slot_of("I help out at the food bank on Saturday mornings.").moment
+    assert not slot_of("I read in the bath on Sunday nights.").moment
     assert slot_of("I also like old soul records.").additive
     assert slot_of("我也喜欢看悬疑电影。").additive
 
@@ -628,6 +633,13 @@ def test_a_statement_that_keeps_its_value_or_weighs_a_change_replaces_nothing() 
             "No longer on the PTA committee, handed it over in June.",
         ),
         ("ends", "ended: ", "我每天早上喝一杯美式。", "美式戒了，心慌，现在改喝豆浆"),
+        # A habit on a weekday is a state that can end (no past verb: no one-off moment).
+        (
+            "ends",
+            "ended: ",
+            "I help out at the food bank on Saturday mornings.",
+            "Stopped volunteering at the food bank, my knee can't take the standing.",
+        ),
         ("ends", "ended: ", "我在健身房有张年卡。", "健身房年卡退了，搬家以后太远"),
         # A correction. None of these superseded before the rule: the older value is named again.
         (

@@ -308,9 +308,20 @@ _MOMENT = re.compile(
     r"|昨天|今天|前天|昨晚|今晚|今早|今天早上|刚才|上周|这周|本周|上个月|这个月|上周末|这周末|那天",
     re.I,
 )
-# A weekday with a past verb: "watched it on Tuesday", 周一见了客户 (not 周会是周一上午十点).
+# A weekday with a past verb: "watched it on Tuesday", 周一见了客户 (not 周会是周一上午十点, nor a
+# habit: "I volunteer at the shelter on Sunday mornings", "I reorder it on Monday").
 _ON_WEEKDAY = re.compile(
     r"\bon (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I
+)
+# An English past-tense verb: a regular "-ed" form (not "-eed": need, proceed) or an irregular
+# past of the common verbs (a closed class; those spelled as their present, "read", "put", are
+# left out: they do not tell a past).
+_PAST_VERB = re.compile(
+    r"\b(?:[a-z]{2,}(?<!e)ed|had|did|was|were|went|came|got|made|took|gave|saw|met|ate|drank"
+    r"|ran|drove|rode|flew|left|told|said|found|felt|kept|slept|paid|sent|spent|bought|brought"
+    r"|caught|taught|thought|fought|sold|held|lost|won|wore|wrote|broke|chose|spoke|stole|sat"
+    r"|stood|heard|began|swam|sang|rang|fell|built|bent|lent|meant|knew|grew|threw|blew|drew|forgot|froze|hid|bit|shook|woke|dealt)\b",
+    re.I,
 )
 # A verb's 了 followed by an amount: something that happened (聊了一个小时, 晚点了两个小时).
 _ZH_DONE_AMOUNT = re.compile(r"[\u4e00-\u9fff]了[\d一二两三四五六七八九十几半]")
@@ -650,7 +661,7 @@ def slot_of(text: str) -> Slot:
         values=list(dict.fromkeys(s.value for s in spans)),
         moment=bool(
             _MOMENT.search(text)
-            or _ON_WEEKDAY.search(text)
+            or (_ON_WEEKDAY.search(text) and _PAST_VERB.search(text))
             or _ZH_WEEKDAY_DONE.search(text)
             or _ZH_DONE_AMOUNT.search(text)
             or _ZH_PERFECTIVE.search(text)
