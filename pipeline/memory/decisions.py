@@ -119,7 +119,7 @@ def _confirmation(
             if (
                 existing.status == "active"
                 and consolidation.same_fact(existing.triplet, analysis.triplet)
-                and not _says_more(existing, prepared)
+                and not _says_more(existing, prepared, policy)
             ):
                 record = consolidation.confirm(
                     existing, source, at, turn.event_id, analysis.entities, policy, 1.0
@@ -133,7 +133,7 @@ def _confirmation(
             similarity >= policy.duplicate_cosine
             and existing.status in CURRENT_STATUSES
             and slots.worded_alike(existing.content, analysis.content, policy)
-            and not _says_more(existing, prepared)
+            and not _says_more(existing, prepared, policy)
             # A changed value is an update even when the sentence barely changed ("… 6379" /
             # "… 6380"): it must not merge into the memory it supersedes.
             and slots.update_reason(statement_of(bank, existing), _turn_statement(prepared), policy)
@@ -146,14 +146,19 @@ def _confirmation(
     return None
 
 
-def _says_more(existing: MemoryRecord, prepared: PreparedTurn) -> bool:
-    """The turn names a value or a subject the memory does not: it is no duplicate, however close
-    the vectors (the default encoder puts most short Chinese sentences near one another:
-    李娜负责招聘 / 李妍负责新员工培训 at cosine 0.92), and merging would lose what it says."""
+def _says_more(existing: MemoryRecord, prepared: PreparedTurn, policy: MemoryPolicy) -> bool:
+    """The turn names a value or a subject the memory does not, or puts a word of its own in the
+    place of one of the memory's: it is no duplicate, however close the vectors (the default
+    encoder puts most short Chinese sentences near one another: 李娜负责招聘 / 李妍负责新员工培训
+    at cosine 0.92), and merging would lose what it says."""
     older, newer = existing.slot, prepared.analysis.slot
     if older is None or newer is None:
         return False
-    return slots.about_two_things(older, newer) or slots.adds_a_value(older, newer)
+    return (
+        slots.about_two_things(older, newer)
+        or slots.adds_a_value(older, newer)
+        or slots.swaps_a_word(older, newer, policy)
+    )
 
 
 def statement_of(bank: NamespaceBank, record: MemoryRecord) -> slots.Statement:

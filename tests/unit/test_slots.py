@@ -23,6 +23,7 @@ from pipeline.memory.rules.slots import (
     slot_vector,
     update_reason,
     value_spans,
+    word_count,
 )
 from pipeline.runtime.settings import MemoryPolicy
 from schemas.memory import Kind, Region, Slot
@@ -148,6 +149,12 @@ def test_identifiers_and_names_are_values_but_acronyms_and_first_words_are_not()
     kinds = {s.value for s in value_spans("Our CI runs on Jenkins, host db-stg-01.internal")}
     assert kinds == {"name:jenkins", "identifier:db-stg-01.internal"}
     assert slot_of("Helix won me over.").values == []
+
+
+def test_a_chinese_word_inside_a_longer_one_is_not_counted_again() -> None:
+    # Segmented for search: 国际象棋 also gives 国际 and 象棋, 少年宫 gives 少年.
+    assert word_count(slot_of("我儿子在学国际象棋，每周日下午在少年宫上课。")) == 7
+    assert word_count(slot_of("I swim at the leisure centre before work.")) == 4
 
 
 def test_moments_and_additions_are_flagged() -> None:

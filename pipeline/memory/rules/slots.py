@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from pipeline.memory.rules.attribute_chance import one_attribute
 from pipeline.memory.rules.extraction import _STOP_CAPITALS, _TECH_PATTERN
-from pipeline.memory.rules.text import language_of, normalise
+from pipeline.memory.rules.text import cjk_ratio, language_of, normalise
 from pipeline.recall.lexical import tokenize
 from pipeline.runtime.settings import MemoryPolicy
 from schemas.memory import Kind, Region, Slot, Triplet
@@ -748,6 +748,17 @@ def _content_terms(terms: list[str]) -> list[str]:
     return [t for t in terms if t not in _LIGHT_WORDS and not _ZH_DEMONSTRATIVE.match(t)]
 
 
+def word_count(signal: Slot) -> int:
+    """How many content words a statement has, for the rules that need it brief. Chinese is
+    segmented for search, into words and the words inside them (少年宫: 少年, 少年宫), so a word
+    inside a longer one of the same statement is not counted again."""
+    words = _content_terms(signal.terms)
+    chinese = [w for w in words if cjk_ratio(w) > 0]
+    return sum(
+        not (w in chinese and any(w != other and w in other for other in chinese)) for w in words
+    )
+
+
 # The verb that joins what a statement is about to what it says of it ("… is …", "…是…").
 _COPULA = re.compile(r"\b(?:is|are|was|were|am)\b|是|为", re.I)
 
@@ -884,6 +895,19 @@ def adds_a_value(older: Slot, newer: Slot) -> bool:
     relative times frame a statement and do not count): it says something the older does not,
     so it is no restatement of it (驾照：2030年 after 护照到期：2028年6月)."""
     return bool(changed_values(older, newer)[1])
+
+
+def swaps_a_word(older: Slot, newer: Slot, policy: MemoryPolicy) -> bool:
+    """In a language the encoder does not read, each statement has a content word the other
+    lacks (function characters aside): a word was put in another's place, so the two give two
+    values however alike the rest is (我儿子在学围棋 / 我儿子在学国际象棋, both on Sundays at the
+    same place). A restatement only adds or drops words (周末一般去爬山 / 周末我一般都去爬山的).
+    Where the encoder reads the language its cosine tells a restatement in other words ("The
+    office is in the city center" / "Our office is located in the centre of the city")."""
+    if encoder_reads(older, policy) and encoder_reads(newer, policy):
+        return False
+    first, second = (set(_content_terms(side.terms)) for side in (older, newer))
+    return bool(topical(first - second)) and bool(topical(second - first))
 
 
 def names_two_slots(
@@ -1143,7 +1167,7 @@ def _brief_pair(
     first, second = older.slot, newer.slot
     if second.weighs or second.additive or second.question or first.question:
         return None
-    if len(_content_terms(first.terms)) > policy.state_max_terms:
+    if word_count(first) > policy.state_max_terms:
         return None
     if _people(first) != _people(second):
         return None
@@ -1470,7 +1494,7 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     if progress is None:
         return None
     words = [set(_content_terms(side.terms)) for side in (first, second)]
-    if max(len(w) for w in words) > policy.state_max_terms:
+    if max(word_count(first), word_count(second)) > policy.state_max_terms:
         return None  # a long line shares a word with many things: no evidence of one task
     shared_words = words[0] & words[1]
     if not _named_things(first) & _named_things(second) and (
@@ -1599,7 +1623,7 @@ def new_way_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str 
     if found is None or not _goal_in(found[0], second.frame):
         return None
     goal, marked = found
-    if not marked and len(_content_terms(first.terms)) > policy.state_max_terms:
+    if not marked and word_count(first) > policy.state_max_terms:
         return None  # "…going to boot camps with my fam, it's good for…": a chat line, no task
     cosine = float(older.vector @ newer.vector)
     if cosine < policy.state_cosine_floor:
@@ -1667,7 +1691,7 @@ def switched_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str
         set(_content_terms(tokenize(slot_words))) and _goal_words_in(slot_words, first.frame)
     ):
         return None
-    if max(len(_content_terms(side.terms)) for side in (first, second)) > policy.state_max_terms:
+    if max(word_count(first), word_count(second)) > policy.state_max_terms:
         return None
     new_words = set(_content_terms(tokenize(value))) - set(first.terms)
     if not new_words and not set(second.values) - set(first.values):
@@ -1806,7 +1830,7 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     if _counted_apart(first, second, old_values, new_values) or _heads_differ(first, second):
         return None
     words = [_content_terms(side.terms) for side in (first, second)]
-    if max(len(w) for w in words) > policy.state_max_terms:
+    if max(word_count(first), word_count(second)) > policy.state_max_terms:
         return None
     shared = set(words[0]) & set(words[1])
     old_own = [t for t in words[0] if t not in shared] + list(old_values)
@@ -1913,7 +1937,7 @@ def same_attribute(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
         return None
     old_values, new_values = changed_values(first, second)
     words = [_content_terms(side.terms) for side in (first, second)]
-    if len(words[0]) > policy.state_max_terms:
+    if word_count(first) > policy.state_max_terms:
         return None  # a long chat line tells many things; the model read the one it saw most
     shared = set(words[0]) & set(words[1])
     old_own = [t for t in words[0] if t not in shared] + list(old_values)
@@ -2011,9 +2035,9 @@ def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -
     words = [set(_content_terms(side.terms)) for side in (first, second)]
     rate = unit.startswith("per ")
     shared = (words[0] & words[1]) - {unit} - (set(tokenize(unit)) if rate else set())
-    if len(words[0]) > policy.state_max_terms:
+    if word_count(first) > policy.state_max_terms:
         return None  # an amount stated as a state is brief; a long chat line holds no such slot
-    if len(words[1]) > policy.state_max_terms and len(shared) < 2:
+    if word_count(second) > policy.state_max_terms and len(shared) < 2:
         return None  # a long newer line sharing one word: no evidence of one thing counted
     pairs = (_bigrams(first.frame) & _bigrams(second.frame)) - _bigrams(unit)
     if _swapped_modifier(first.terms, second.terms):
