@@ -101,6 +101,11 @@ class Slot(BaseModel):
     # (attribute_chance.same_attribute_chance). None in records of builds before it: the argmax
     # rule decides.
     attribute_shares: list[AttributeShare] | None = None
+    # The stage model's answer (pipeline/models/stages.py): the stage of a task the statement
+    # tells (planned, in_progress, done, or none) and how sure it is. None in records of builds
+    # before it, and for statements it does not read: the state patterns decide alone.
+    stage: str | None = None
+    stage_probability: float = 0.0
 
 
 class Association(BaseModel):

@@ -58,6 +58,7 @@ class ModelIds(BaseModel):
     classifier: str
     extractor: ExtractorInfo | None = None  # set when a recorded LLM extraction was used
     attributes: str | None = None  # the slot-attribute model, when it read the batch's statements
+    stages: str | None = None  # the task-stage model, when it read them too
 
 
 class TurnAnalysis(BaseModel):

@@ -26,10 +26,11 @@ from pipeline.crypto.shredding import has_own_key
 from pipeline.ingest.commit import PartitionOutput
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage
 from pipeline.ingest.policies import PolicyBook
-from pipeline.ingest.prepare import ExtractionKey, InputMessage, prepare_batch
+from pipeline.ingest.prepare import ExtractionKey, InputMessage, prepare_batch, stages_beside
 from pipeline.models.attributes import AttributeModel, attribute_model_for
 from pipeline.models.classifier import TurnClassifier, classifier_for
 from pipeline.models.encoders import Encoder
+from pipeline.models.stages import StageModel
 from pipeline.runtime.settings import MemoryPolicy, Settings
 from pipeline.views.state_topic import PartitionState, partition_for
 from schemas.codec import encode
@@ -59,10 +60,12 @@ class LocalPipeline:
         keys: KeyRing | None = None,
         classifier: TurnClassifier | None = None,
         attributes: AttributeModel | None = None,
+        stages: StageModel | None = None,
     ) -> None:
         self.encoder = encoder
         self.classifier = classifier  # None: the rules decide, as prepare_batch does
         self.attributes = attributes  # None: no slot attributes, as prepare_batch does
+        self.stages = stages  # None: the state patterns alone (read only beside attributes)
         self.policy = policy or MemoryPolicy()
         self.policies: PolicyBook = {}  # each namespace's redaction history (policies topic)
         self.partitions = partitions
@@ -78,14 +81,17 @@ class LocalPipeline:
 
     @classmethod
     def configured(cls, encoder: Encoder, settings: Settings, partitions: int = 1) -> LocalPipeline:
-        """The stages as ``settings`` configure them: its memory policy, and the classifier and
-        attribute model that fit ``encoder`` (what the worker's ``prepare`` would load)."""
+        """The stages as ``settings`` configure them: its memory policy, and the classifier,
+        attribute and stage models that fit ``encoder`` (what the worker's ``prepare`` would
+        load)."""
+        attributes = attribute_model_for(encoder.name, settings.slot_attributes)
         return cls(
             encoder,
             settings.memory,
             partitions=partitions,
             classifier=classifier_for(settings.classifier, encoder.name),
-            attributes=attribute_model_for(encoder.name, settings.slot_attributes),
+            attributes=attributes,
+            stages=stages_beside(attributes, encoder.name),
         )
 
     def _fresh_tables(
@@ -156,6 +162,7 @@ class LocalPipeline:
                     classifier=self.classifier,
                     policies=self.policies,
                     attributes=self.attributes,
+                    stages=self.stages,
                 )
                 for (message, _), value in zip(batch.prepared, batch.values, strict=True):
                     log.prepared.append(

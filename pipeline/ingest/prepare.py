@@ -51,6 +51,7 @@ from pipeline.models.encoders import (
     known_share,
     load_encoder,
 )
+from pipeline.models.stages import StageGuess, StageModel, stage_model_for
 from pipeline.runtime.kafka import faust_credentials
 from pipeline.runtime.metrics import dead_letter_reason, metrics
 from pipeline.runtime.settings import Settings
@@ -389,11 +390,16 @@ def takes_slot(analysis: TurnAnalysis) -> bool:
 
 
 def with_slot(
-    analysis: TurnAnalysis, slot: Slot, guess: AttributeGuess | None = None
+    analysis: TurnAnalysis,
+    slot: Slot,
+    guess: AttributeGuess | None = None,
+    stage: StageGuess | None = None,
 ) -> TurnAnalysis:
     """The analysis with its slot signal and, if the attribute model read it, the attribute the
-    statement gives a value of."""
+    statement gives a value of (and, if the stage model read it, the stage of its task)."""
     update: dict[str, Any] = guess.slot_fields() if guess is not None else {}
+    if stage is not None:
+        update.update(stage.slot_fields())
     return analysis.model_copy(update={"slot": slot.model_copy(update=update)})
 
 
@@ -403,6 +409,13 @@ def attribute_statements(slots: Mapping[int, Slot]) -> list[int]:
     return sorted(index for index, slot in slots.items() if names_one_slot(slot))
 
 
+def stages_beside(attributes: AttributeModel | None, encoder_name: str) -> StageModel | None:
+    """The stage model, where the attribute model runs (it reads the rows that model builds)."""
+    if attributes is None:
+        return None
+    return stage_model_for(encoder_name, attributes.second_encoder_id)
+
+
 def attribute_guesses(
     model: AttributeModel,
     analyses: Mapping[int, TurnAnalysis],
@@ -410,17 +423,21 @@ def attribute_guesses(
     vectors: Vectors,
     row_of: Mapping[int, int],
     memo: VectorMemo | None = None,
-) -> dict[int, AttributeGuess]:
+    stages: StageModel | None = None,
+) -> tuple[dict[int, AttributeGuess], dict[int, StageGuess]]:
     """The attribute model's guess for each statement of ``slots`` (batch index → its slot) that is
     brief enough to hold one slot (``slots.names_one_slot``): it reads the batch's vector of the
     statement's search text and its own second vector of that text (``memo``: shared with the
-    turn classifier, which embedded the short turns it judged already)."""
+    turn classifier, which embedded the short turns it judged already). ``stages`` reads the same
+    rows and tells each statement's task stage."""
     order = attribute_statements(slots)
     if not order:
-        return {}
+        return {}, {}
     second = model.second_vectors([analyses[index].search_text for index in order], memo)
     first = np.asarray(vectors[[row_of[index] for index in order]], dtype=np.float64)
-    return dict(zip(order, model.guesses(np.hstack([first, second])), strict=True))
+    rows = np.hstack([first, second])
+    staged = {} if stages is None else dict(zip(order, stages.guesses(rows), strict=True))
+    return dict(zip(order, model.guesses(rows), strict=True)), staged
 
 
 def prepare_batch(
@@ -433,6 +450,7 @@ def prepare_batch(
     classifier: TurnClassifier | None = None,
     policies: PolicyBook | None = None,
     attributes: AttributeModel | None = None,
+    stages: StageModel | None = None,
 ) -> PreparedBatch:
     """Prepare a batch: one encoder call for every remembered turn and every forget query.
 
@@ -444,8 +462,9 @@ def prepare_batch(
     passes on as a shredded marker, one whose key is unknown is dead-lettered. ``policies`` (each
     namespace's policy history, updated in place by the batch's ``set_policy`` commands) redacts
     turns before they are classified, extracted or encoded; the original stays only in the log.
-    ``attributes`` says which attribute each statement that takes a slot gives a value of; its
-    answer is recorded in the slot, so consolidate and replay never run it.
+    ``attributes`` says which attribute each statement that takes a slot gives a value of, and
+    ``stages`` (read with it) the stage of the task it tells; their answers are recorded in the
+    slot, so consolidate and replay never run them.
     """
     batch = PreparedBatch()
     recorded = extractions or {}
@@ -537,17 +556,10 @@ def prepare_batch(
             if slot is not None:
                 slot_of_turn[index] = slot
 
-    guesses = (
-        attribute_guesses(
-            attributes,
-            analyses,
-            slot_of_turn,
-            vectors,
-            text_of,
-            memo,
-        )
+    guesses, staged = (
+        attribute_guesses(attributes, analyses, slot_of_turn, vectors, text_of, memo, stages)
         if attributes is not None
-        else {}
+        else ({}, {})
     )
     for index, (message, event) in enumerate(decoded):
         models = ModelIds(
@@ -555,6 +567,7 @@ def prepare_batch(
             classifier=classifier_name,
             extractor=used[index].extractor if index in used else None,
             attributes=attributes.id if attributes is not None else None,
+            stages=stages.id if stages is not None and attributes is not None else None,
         )
         if isinstance(event, Shredded):
             batch.counts["shredded"] += 1
@@ -584,7 +597,9 @@ def prepare_batch(
                     update={"vector_b64": encode_vector(vector)}
                 )
             if turn_analysis is not None and index in slot_of_turn:
-                turn_analysis = with_slot(turn_analysis, slot_of_turn[index], guesses.get(index))
+                turn_analysis = with_slot(
+                    turn_analysis, slot_of_turn[index], guesses.get(index), staged.get(index)
+                )
             # A forget's query was embedded (it has a vector): its vector and how much of it the
             # encoder read go with it.
             query = event.query if isinstance(event, CommandIssued) and vector is not None else None
@@ -765,6 +780,8 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
             state["attributes"] = attribute_model_for(
                 state["encoder"].name, settings.slot_attributes
             )
+        if "stages" not in state:
+            state["stages"] = stages_beside(state["attributes"], state["encoder"].name)
         if "classifier" not in state:
             state["classifier"] = classifier_for(settings.classifier, state["encoder"].name)
             log.info(
@@ -870,6 +887,7 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                         time_notes=settings.memory.time_notes,
                         classifier=state["classifier"],
                         attributes=state["attributes"],
+                        stages=state["stages"],
                         policies=book,
                     ),
                 )

@@ -41,7 +41,7 @@ from pipeline.crypto.keystore import TopicKeyStore, open_key_store
 from pipeline.ingest.commit import commit_output
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage, topics_out
 from pipeline.ingest.policies import open_policy_store
-from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared
+from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared, stages_beside
 from pipeline.ingest.sink import apply_to_view, collection_for
 from pipeline.models.attributes import attribute_model_for
 from pipeline.models.classifier import classifier_for
@@ -124,6 +124,7 @@ async def reindex_into_prepared(
         raise
     classifier = classifier_for(settings.classifier, encoder.name)
     attributes = attribute_model_for(encoder.name, settings.slot_attributes)
+    stages = stages_beside(attributes, encoder.name)
     revision = recorded.revision if re_extract else recorded.latest_revision
     model = encoder_id(encoder) if revision == 0 else f"{encoder_id(encoder)}.x{revision}"
     target = prepared_topic(settings.topic_prefix, model)
@@ -180,6 +181,7 @@ async def reindex_into_prepared(
                                 time_notes=settings.memory.time_notes,
                                 classifier=classifier,
                                 attributes=attributes,
+                                stages=stages,
                                 policies=book,
                             ),
                         )

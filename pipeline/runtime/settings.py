@@ -88,6 +88,10 @@ class MemoryPolicy:
     # that both give one single-valued attribute (``attribute_chance.same_attribute_chance``)
     # must reach this instead; the argmax bound above decides only records of older builds.
     attribute_chance: float = 0.33
+    # How sure the stage model must be of a statement's task stage for the update rule to read
+    # it where no state pattern spoke (``slots.state_progress``; chosen with the model:
+    # training/stages/RESULTS.md).
+    stage_probability: float = 0.8
 
 
 @dataclass(frozen=True)

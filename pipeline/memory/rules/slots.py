@@ -1454,15 +1454,39 @@ _ZH_FUNCTION_CHARACTERS = frozenset(
 _STATE_ORDER = {"state:planned": 0, "state:in_progress": 1, "state:blocked": 1, "state:done": 2}
 
 
-def state_progress(older: Slot, newer: Slot) -> tuple[str, str] | None:
+def state_of_patterns(text: str) -> str | None:
+    """The furthest task stage the state patterns find in a text ("planned", "in_progress" —
+    blocked is a kind of under way — or "done"), or None: what the stage model is compared with
+    (``training.stages.train``)."""
+    found = [v for v in slot_of(text).values if v in _STATE_ORDER]
+    if not found:
+        return None
+    furthest = max(found, key=_STATE_ORDER.__getitem__).partition(":")[2]
+    return "in_progress" if furthest == "blocked" else furthest
+
+
+def _states(signal: Slot, policy: MemoryPolicy) -> list[str]:
+    """A statement's task states: those its patterns found, else the stage model's recorded
+    stage when it is at least ``stage_probability`` sure (the patterns name the stage of few
+    statements written by people who never saw them: training/stages/RESULTS.md)."""
+    found = [v for v in signal.values if v in _STATE_ORDER]
+    if found or signal.stage is None or signal.stage not in _MODEL_STAGES:
+        return found
+    return [f"state:{signal.stage}"] if signal.stage_probability >= policy.stage_probability else []
+
+
+_MODEL_STAGES = frozenset({"planned", "in_progress", "done"})
+
+
+def state_progress(older: Slot, newer: Slot, policy: MemoryPolicy) -> tuple[str, str] | None:
     """The older statement's earliest task state and the newer one's furthest, when it is later.
 
     "Halfway through the book" → "finished the book", 计划下个月开工 → 进行中 → 全部完工: a task
     moves along one scale, so the later state replaces the earlier one however the rest of the
     sentence is worded (which is why the frames need not be close, only about the same task).
+    A statement no pattern finds a state in tells the stage model's (``_states``).
     """
-    old = [v for v in older.values if v in _STATE_ORDER]
-    new = [v for v in newer.values if v in _STATE_ORDER]
+    old, new = _states(older, policy), _states(newer, policy)
     if not old or not new:
         return None
     start = min(old, key=_STATE_ORDER.__getitem__)
@@ -1490,7 +1514,7 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     first, second = older.slot, newer.slot
     if second.additive or first.question or second.question:
         return None
-    progress = state_progress(first, second)
+    progress = state_progress(first, second, policy)
     if progress is None:
         return None
     words = [set(_content_terms(side.terms)) for side in (first, second)]
@@ -1498,9 +1522,10 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
         return None  # a long line shares a word with many things: no evidence of one task
     shared_words = words[0] & words[1]
     if not _named_things(first) & _named_things(second) and (
-        len(shared_words) * 4 < min(len(w) for w in words)
+        not shared_words or len(shared_words) * 4 < min(len(w) for w in words)
     ):
-        return None  # neither a named thing nor a quarter of the words in common
+        return None  # neither a named thing nor a quarter of the words in common (and a line
+        # of no content words, 那就这么定了, is about no task)
     cosine = float(older.vector @ newer.vector)
     if cosine < policy.state_cosine_floor:
         return None

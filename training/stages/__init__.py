@@ -1,0 +1,1 @@
+"""The task-stage model: its corpus and training (training/stages/CORPUS.md)."""
