@@ -17,7 +17,27 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.models.encoders import Encoder, encoder_id
 from pipeline.models.trained_files import versioned_id
+
+LOGISTIC_REGRESSION = "multinomial logistic regression (scikit-learn lbfgs, L2)"
+
+
+def encoder_fields(
+    encoder: Encoder, second: Encoder | None, use: str | None = None
+) -> dict[str, Any]:
+    """The manifest fields naming the encoders whose vectors a model reads (the models check them
+    when they load): the first encoder, and the second one's with how it is used if any."""
+    fields: dict[str, Any] = {
+        "model_type": LOGISTIC_REGRESSION,
+        "encoder_name": encoder.name,
+        "encoder_id": encoder_id(encoder),
+        "embedding_dimension": encoder.dimension,
+    }
+    if second is not None:
+        named = {"name": second.name, "id": encoder_id(second), "dimension": second.dimension}
+        fields["second_encoder"] = named | ({"use": use} if use is not None else {})
+    return fields
 
 
 def zip_arrays(arrays: dict[str, npt.NDArray[Any]]) -> bytes:

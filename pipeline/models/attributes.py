@@ -35,6 +35,7 @@ from pipeline.models.encoders import (
     encode_one_at_a_time_once,
     load_encoder_of,
 )
+from pipeline.models.softmax_head import SoftmaxHead
 from pipeline.models.trained_files import load_trained_file, manifest_field
 from schemas.errors import HindsightError
 from schemas.memory import AttributeShare
@@ -100,21 +101,8 @@ class AttributeModel:
         self.single_valued: tuple[bool, ...] = tuple(single)
         if NONE_LABEL not in self.labels:
             raise AttributeFileError(f"labels: {self.id} has no {NONE_LABEL!r} label")
-        try:
-            self._mean = arrays["input_mean"]
-            self._weight = arrays["weight"]
-            self._bias = arrays["bias"]
-        except KeyError as error:
-            raise AttributeFileError(f"{error.args[0]}: missing from {self.id}'s arrays") from None
         width = self.dimension + self.second_dimension
-        expected = {
-            "input_mean": (self._mean.shape, (width,)),
-            "weight": (self._weight.shape, (width, len(self.labels))),
-            "bias": (self._bias.shape, (len(self.labels),)),
-        }
-        for name, (shape, wanted) in expected.items():
-            if shape != wanted:
-                raise AttributeFileError(f"{name}: shape {shape}, expected {wanted}")
+        self._head = SoftmaxHead(arrays, width, len(self.labels), self.id, AttributeFileError)
 
     def fits(self, encoder_name: str) -> bool:
         """True when vectors of this encoder (by model name, any backend) are what it reads."""
@@ -129,25 +117,11 @@ class AttributeModel:
 
     def guesses(self, inputs: npt.ArrayLike) -> list[AttributeGuess]:
         """One guess per row of ``inputs`` ([encoder vector, second vector], as in training)."""
-        rows = np.asarray(inputs, dtype=np.float64)
-        if rows.size == 0:
-            return []
-        rows = rows.reshape(rows.shape[0], -1)
-        if rows.shape[1] != self._mean.shape[0]:
-            raise AttributeFileError(
-                f"vector: {self.id} takes {self._mean.shape[0]} dimensions, got {rows.shape[1]}"
-            )
-        return [self._guess(row) for row in rows]
+        return [self._guess(row) for row in self._head.rows(inputs)]
 
     def probabilities(self, row: Array) -> Array:
-        """Every label's probability for one input row, in :attr:`labels` order.
-
-        One row at a time: a batch's matrix product may round differently from the same row
-        alone, and a statement's answer must not depend on its batch."""
-        logits = (row - self._mean) @ self._weight + self._bias
-        exp = np.exp(logits - logits.max())
-        probabilities: Array = exp / exp.sum()
-        return probabilities
+        """Every label's probability for one input row, in :attr:`labels` order."""
+        return self._head.probabilities(row)
 
     def _guess(self, row: Array) -> AttributeGuess:
         probabilities = self.probabilities(row)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.models.softmax_head import SoftmaxHead
 from pipeline.models.trained_files import load_trained_file, manifest_field
 from schemas.errors import HindsightError
 
@@ -62,21 +63,8 @@ class StageModel:
         self.labels: tuple[str, ...] = tuple(_field(manifest, "labels", list))
         if set(self.labels) != {NO_STAGE, *STAGES}:
             raise StageFileError(f"labels: expected {sorted({NO_STAGE, *STAGES})}")
-        try:
-            self._mean = arrays["input_mean"]
-            self._weight = arrays["weight"]
-            self._bias = arrays["bias"]
-        except KeyError as error:
-            raise StageFileError(f"{error.args[0]}: missing from {self.id}'s arrays") from None
         width = _field(manifest, "embedding_dimension", int) + _field(named, "dimension", int)
-        expected = {
-            "input_mean": (self._mean.shape, (width,)),
-            "weight": (self._weight.shape, (width, len(self.labels))),
-            "bias": (self._bias.shape, (len(self.labels),)),
-        }
-        for name, (shape, wanted) in expected.items():
-            if shape != wanted:
-                raise StageFileError(f"{name}: shape {shape}, expected {wanted}")
+        self._head = SoftmaxHead(arrays, width, len(self.labels), self.id, StageFileError)
 
     def reads(self, encoder_name: str, second_encoder_id: str) -> bool:
         """True when its inputs are what the attribute model reads: these two encoders' vectors."""
@@ -85,20 +73,10 @@ class StageModel:
     def guesses(self, inputs: npt.ArrayLike) -> list[StageGuess]:
         """One guess per row of ``inputs`` ([encoder vector, second vector], as in training),
         one row at a time: a statement's answer must not depend on its batch."""
-        rows = np.asarray(inputs, dtype=np.float64)
-        if rows.size == 0:
-            return []
-        rows = rows.reshape(rows.shape[0], -1)
-        if rows.shape[1] != self._mean.shape[0]:
-            raise StageFileError(
-                f"vector: {self.id} takes {self._mean.shape[0]} dimensions, got {rows.shape[1]}"
-            )
-        return [self._guess(row) for row in rows]
+        return [self._guess(row) for row in self._head.rows(inputs)]
 
     def _guess(self, row: Array) -> StageGuess:
-        logits = (row - self._mean) @ self._weight + self._bias
-        exp = np.exp(logits - logits.max())
-        probabilities = exp / exp.sum()
+        probabilities = self._head.probabilities(row)
         best = int(np.argmax(probabilities))  # ties: the first label, in every process
         return StageGuess(self.labels[best], round(float(probabilities[best]), 4))
 

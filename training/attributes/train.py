@@ -36,16 +36,16 @@ from threadpoolctl import threadpool_limits
 
 from pipeline.memory.rules.extraction import search_text
 from pipeline.models.attributes import DEFAULT_ATTRIBUTE_MODEL, NONE_LABEL, WEIGHTS_DIR
-from pipeline.models.encoders import Encoder, encoder_id, load_encoder
+from pipeline.models.encoders import Encoder, load_encoder
 from training.attributes.corpus import CORPUS_DIR, Corpus, Example, load_corpus, split
-from training.model_files import write_model
+from training.model_files import encoder_fields, write_model
 from training.turn_classifier.data import (
     ENCODER,
     EVENT_TIME,
     SECOND_ENCODER,
     SPEAKERS,
     TRAINING_FRAMINGS,
-    embed,
+    both_vectors,
     speaker_for,
 )
 
@@ -84,8 +84,7 @@ def rows(
 ) -> Rows:
     pairs = [(example, framing) for framing in framings for example in examples]
     texts = [framed_text(example, framing) for example, framing in pairs]
-    vectors = np.hstack([embed(encoder, texts, cache), embed(second, texts, cache)])
-    return Rows([example for example, _ in pairs], vectors.astype(np.float64))
+    return Rows([example for example, _ in pairs], both_vectors(encoder, second, texts, cache))
 
 
 def labels_of(corpus: Corpus) -> list[str]:
@@ -206,16 +205,11 @@ def export(
     if labels != fitted.labels:
         raise ValueError("every label must have training texts")
     manifest = {
-        "model_type": "multinomial logistic regression (scikit-learn lbfgs, L2)",
-        "encoder_name": encoder.name,
-        "encoder_id": encoder_id(encoder),
-        "embedding_dimension": encoder.dimension,
-        "second_encoder": {
-            "name": second.name,
-            "id": encoder_id(second),
-            "dimension": second.dimension,
-            "use": "encode(search text) of one statement at a time; after the first vector",
-        },
+        **encoder_fields(
+            encoder,
+            second,
+            "encode(search text) of one statement at a time; after the first vector",
+        ),
         "input": "[encoder vector, second vector] of the search text '<speaker>: <text>', "
         "minus input_mean",
         "labels": labels,

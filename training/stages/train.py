@@ -31,16 +31,16 @@ from threadpoolctl import threadpool_limits
 
 from pipeline.memory.rules.extraction import search_text
 from pipeline.memory.rules.slots import state_of_patterns
-from pipeline.models.encoders import Encoder, encoder_id, load_encoder
+from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.models.stages import DEFAULT_STAGE_MODEL, NO_STAGE, STAGES, WEIGHTS_DIR
 from pipeline.runtime.settings import MemoryPolicy
-from training.model_files import write_model
+from training.model_files import encoder_fields, write_model
 from training.turn_classifier.data import (
     ENCODER,
     EVENT_TIME,
     SECOND_ENCODER,
     TRAINING_FRAMINGS,
-    embed,
+    both_vectors,
     speaker_for,
 )
 
@@ -84,16 +84,16 @@ def held_back(example: Example) -> bool:
 
 def rows(
     examples: Sequence[Example],
-    framings: Sequence[int],
     encoder: Encoder,
     second: Encoder,
     cache: Path | None,
+    *,
+    framings: Sequence[int],
 ) -> tuple[list[Example], npt.NDArray[np.float64]]:
     """[encoder vector, second vector] of each text's search text, once per speaker framing."""
     pairs = [(example, framing) for framing in framings for example in examples]
     texts = [search_text(speaker_for(e.id, f), e.text, EVENT_TIME) for e, f in pairs]
-    vectors = np.hstack([embed(encoder, texts, cache), embed(second, texts, cache)])
-    return [example for example, _ in pairs], vectors.astype(np.float64)
+    return [example for example, _ in pairs], both_vectors(encoder, second, texts, cache)
 
 
 @dataclass
@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     held = [e for e in corpus if held_back(e)]
     encoder, second = load_encoder(ENCODER), load_encoder(SECOND_ENCODER, threads=1)
     floor = MemoryPolicy().stage_probability
-    examples, vectors = rows(training, TRAINING_FRAMINGS, encoder, second, args.cache)
+    examples, vectors = rows(training, encoder, second, args.cache, framings=TRAINING_FRAMINGS)
     grid = [cross_validate(examples, vectors, c, floor) for c in C_GRID]
     # The most right stages read at a precision of at least PRECISION_FLOOR (the patterns' own
     # on the held-back quarter is lower: 0.63).
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         key=lambda g: (g["right"], -g["c"]),
     )
     fitted = fit(examples, vectors, chosen["c"])
-    held_examples, held_vectors = rows(held, (1,), encoder, second, args.cache)
+    held_examples, held_vectors = rows(held, encoder, second, args.cache, framings=(1,))
     gold = [e.stage for e in held_examples]
     by_model = model_reads(fitted, held_vectors, floor)
     by_patterns = [state_of_patterns(e.text) for e in held_examples]
@@ -200,15 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ValueError("every label must have training texts")
     corpus_bytes = b"".join(p.read_bytes() for p in sorted(CORPUS_DIR.glob("*.jsonl")))
     manifest = {
-        "model_type": "multinomial logistic regression (scikit-learn lbfgs, L2)",
-        "encoder_name": encoder.name,
-        "encoder_id": encoder_id(encoder),
-        "embedding_dimension": encoder.dimension,
-        "second_encoder": {
-            "name": second.name,
-            "id": encoder_id(second),
-            "dimension": second.dimension,
-        },
+        **encoder_fields(encoder, second),
         "input": "[encoder vector, second vector] of the search text '<speaker>: <text>', "
         "minus input_mean",
         "labels": list(LABELS),

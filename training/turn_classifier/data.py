@@ -110,6 +110,14 @@ def embed(encoder: Encoder, texts: Sequence[str], cache: Path | None) -> npt.NDA
     return np.stack([known[key] for key in keys]).astype(np.float32)
 
 
+def both_vectors(
+    encoder: Encoder, second: Encoder, texts: Sequence[str], cache: Path | None
+) -> npt.NDArray[np.float64]:
+    """[encoder vector, second vector] of each text: the rows the attribute and stage models
+    read (the order ``prepare`` concatenates them in)."""
+    return np.hstack([embed(encoder, texts, cache), embed(second, texts, cache)]).astype(np.float64)
+
+
 def inputs(
     turns: Sequence[Turn],
     encoder: Encoder,

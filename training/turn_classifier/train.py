@@ -40,8 +40,8 @@ from pipeline.models.classifier import (
     WEIGHTS_DIR,
     gram_features,
 )
-from pipeline.models.encoders import Encoder, encoder_id, load_encoder
-from training.model_files import write_model
+from pipeline.models.encoders import Encoder, load_encoder
+from training.model_files import encoder_fields, write_model
 from training.turn_classifier.corpus_stats import LABELS, NON_MEMORY_LABELS, Turn, load_corpus
 from training.turn_classifier.data import (
     ENCODER,
@@ -312,21 +312,10 @@ def export(
         "lexical_scale": scaling.scale.astype(np.float32),
     }
     manifest = {
-        "model_type": "multinomial logistic regression (scikit-learn lbfgs, L2)",
-        "encoder_name": encoder.name,
-        "encoder_id": encoder_id(encoder),
-        "embedding_dimension": encoder.dimension,
-        **(
-            {
-                "second_encoder": {
-                    "name": second.name,
-                    "id": encoder_id(second),
-                    "dimension": second.dimension,
-                    "use": "encode(search text) of one turn at a time; after the first vector",
-                }
-            }
-            if second is not None
-            else {}
+        **encoder_fields(
+            encoder,
+            second,
+            "encode(search text) of one turn at a time; after the first vector",
         ),
         "input": {
             "vector": "the encoder's embedding of the search text '<speaker>: <text>'",
