@@ -723,6 +723,13 @@ export interface components {
             single_valued: boolean;
             /** Attribute Shares */
             attribute_shares?: components["schemas"]["AttributeShare"][] | null;
+            /** Stage */
+            stage?: string | null;
+            /**
+             * Stage Probability
+             * @default 0
+             */
+            stage_probability: number;
         };
         /**
          * SourceTurn

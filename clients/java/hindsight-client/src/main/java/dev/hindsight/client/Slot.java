@@ -27,6 +27,10 @@ import java.util.List;
  *     value replaces the old one
  * @param attributeShares the model's most probable attributes, most probable first, or {@code
  *     null} in records of builds that kept only the most probable one
+ * @param stage the stage of a task the task-stage model reads the statement as telling ({@code
+ *     planned}, {@code in_progress}, {@code done}, or {@code none}), or {@code null} when the
+ *     model did not read it
+ * @param stageProbability how sure the model is of that stage
  */
 public record Slot(
         String frame,
@@ -46,4 +50,6 @@ public record Slot(
         String attribute,
         double attributeProbability,
         boolean singleValued,
-        List<AttributeShare> attributeShares) {}
+        List<AttributeShare> attributeShares,
+        String stage,
+        double stageProbability) {}
