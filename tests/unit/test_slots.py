@@ -19,11 +19,11 @@ from pipeline.memory.rules.slots import (
     about_two_things,
     adds_a_value,
     chinese_number,
+    content_word_count,
     slot_of,
     slot_vector,
     update_reason,
     value_spans,
-    word_count,
 )
 from pipeline.runtime.settings import MemoryPolicy
 from schemas.memory import Kind, Region, Slot
@@ -153,8 +153,8 @@ def test_identifiers_and_names_are_values_but_acronyms_and_first_words_are_not()
 
 def test_a_chinese_word_inside_a_longer_one_is_not_counted_again() -> None:
     # Segmented for search: 国际象棋 also gives 国际 and 象棋, 少年宫 gives 少年.
-    assert word_count(slot_of("我儿子在学国际象棋，每周日下午在少年宫上课。")) == 7
-    assert word_count(slot_of("I swim at the leisure centre before work.")) == 4
+    assert content_word_count(slot_of("我儿子在学国际象棋，每周日下午在少年宫上课。")) == 7
+    assert content_word_count(slot_of("I swim at the leisure centre before work.")) == 4
 
 
 def test_moments_and_additions_are_flagged() -> None:

@@ -320,7 +320,8 @@ _PAST_VERB = re.compile(
     r"\b(?:[a-z]{2,}(?<!e)ed|had|did|was|were|went|came|got|made|took|gave|saw|met|ate|drank"
     r"|ran|drove|rode|flew|left|told|said|found|felt|kept|slept|paid|sent|spent|bought|brought"
     r"|caught|taught|thought|fought|sold|held|lost|won|wore|wrote|broke|chose|spoke|stole|sat"
-    r"|stood|heard|began|swam|sang|rang|fell|built|bent|lent|meant|knew|grew|threw|blew|drew|forgot|froze|hid|bit|shook|woke|dealt)\b",
+    r"|stood|heard|began|swam|sang|rang|fell|built|bent|lent|meant|knew|grew|threw|blew|drew"
+    r"|forgot|froze|hid|bit|shook|woke|dealt)\b",
     re.I,
 )
 # A verb's 了 followed by an amount: something that happened (聊了一个小时, 晚点了两个小时).
@@ -748,7 +749,7 @@ def _content_terms(terms: list[str]) -> list[str]:
     return [t for t in terms if t not in _LIGHT_WORDS and not _ZH_DEMONSTRATIVE.match(t)]
 
 
-def word_count(signal: Slot) -> int:
+def content_word_count(signal: Slot) -> int:
     """How many content words a statement has, for the rules that need it brief. Chinese is
     segmented for search, into words and the words inside them (少年宫: 少年, 少年宫), so a word
     inside a longer one of the same statement is not counted again."""
@@ -1167,7 +1168,7 @@ def _brief_pair(
     first, second = older.slot, newer.slot
     if second.weighs or second.additive or second.question or first.question:
         return None
-    if word_count(first) > policy.state_max_terms:
+    if content_word_count(first) > policy.state_max_terms:
         return None
     if _people(first) != _people(second):
         return None
@@ -1468,14 +1469,13 @@ def state_of_patterns(text: str) -> str | None:
 def _states(signal: Slot, policy: MemoryPolicy) -> list[str]:
     """A statement's task states: those its patterns found, else the stage model's recorded
     stage when it is at least ``stage_probability`` sure (the patterns name the stage of few
-    statements written by people who never saw them: training/stages/RESULTS.md)."""
+    statements written by people who never saw them: training/stages/RESULTS.md). The model's
+    "none" is no state on the scale."""
     found = [v for v in signal.values if v in _STATE_ORDER]
-    if found or signal.stage is None or signal.stage not in _MODEL_STAGES:
+    read = f"state:{signal.stage}"
+    if found or read not in _STATE_ORDER or signal.stage_probability < policy.stage_probability:
         return found
-    return [f"state:{signal.stage}"] if signal.stage_probability >= policy.stage_probability else []
-
-
-_MODEL_STAGES = frozenset({"planned", "in_progress", "done"})
+    return [read]
 
 
 def state_progress(older: Slot, newer: Slot, policy: MemoryPolicy) -> tuple[str, str] | None:
@@ -1518,7 +1518,7 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     if progress is None:
         return None
     words = [set(_content_terms(side.terms)) for side in (first, second)]
-    if max(word_count(first), word_count(second)) > policy.state_max_terms:
+    if max(content_word_count(first), content_word_count(second)) > policy.state_max_terms:
         return None  # a long line shares a word with many things: no evidence of one task
     shared_words = words[0] & words[1]
     if not _named_things(first) & _named_things(second) and (
@@ -1648,7 +1648,7 @@ def new_way_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str 
     if found is None or not _goal_in(found[0], second.frame):
         return None
     goal, marked = found
-    if not marked and word_count(first) > policy.state_max_terms:
+    if not marked and content_word_count(first) > policy.state_max_terms:
         return None  # "…going to boot camps with my fam, it's good for…": a chat line, no task
     cosine = float(older.vector @ newer.vector)
     if cosine < policy.state_cosine_floor:
@@ -1716,7 +1716,7 @@ def switched_to(older: Statement, newer: Statement, policy: MemoryPolicy) -> str
         set(_content_terms(tokenize(slot_words))) and _goal_words_in(slot_words, first.frame)
     ):
         return None
-    if max(word_count(first), word_count(second)) > policy.state_max_terms:
+    if max(content_word_count(first), content_word_count(second)) > policy.state_max_terms:
         return None
     new_words = set(_content_terms(tokenize(value))) - set(first.terms)
     if not new_words and not set(second.values) - set(first.values):
@@ -1855,7 +1855,7 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     if _counted_apart(first, second, old_values, new_values) or _heads_differ(first, second):
         return None
     words = [_content_terms(side.terms) for side in (first, second)]
-    if max(word_count(first), word_count(second)) > policy.state_max_terms:
+    if max(content_word_count(first), content_word_count(second)) > policy.state_max_terms:
         return None
     shared = set(words[0]) & set(words[1])
     old_own = [t for t in words[0] if t not in shared] + list(old_values)
@@ -1962,7 +1962,7 @@ def same_attribute(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
         return None
     old_values, new_values = changed_values(first, second)
     words = [_content_terms(side.terms) for side in (first, second)]
-    if word_count(first) > policy.state_max_terms:
+    if content_word_count(first) > policy.state_max_terms:
         return None  # a long chat line tells many things; the model read the one it saw most
     shared = set(words[0]) & set(words[1])
     old_own = [t for t in words[0] if t not in shared] + list(old_values)
@@ -2060,9 +2060,9 @@ def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -
     words = [set(_content_terms(side.terms)) for side in (first, second)]
     rate = unit.startswith("per ")
     shared = (words[0] & words[1]) - {unit} - (set(tokenize(unit)) if rate else set())
-    if word_count(first) > policy.state_max_terms:
+    if content_word_count(first) > policy.state_max_terms:
         return None  # an amount stated as a state is brief; a long chat line holds no such slot
-    if word_count(second) > policy.state_max_terms and len(shared) < 2:
+    if content_word_count(second) > policy.state_max_terms and len(shared) < 2:
         return None  # a long newer line sharing one word: no evidence of one thing counted
     pairs = (_bigrams(first.frame) & _bigrams(second.frame)) - _bigrams(unit)
     if _swapped_modifier(first.terms, second.terms):
