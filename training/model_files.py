@@ -16,11 +16,26 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
 
 from pipeline.models.encoders import Encoder, encoder_id
 from pipeline.models.trained_files import versioned_id
 
 LOGISTIC_REGRESSION = "multinomial logistic regression (scikit-learn lbfgs, L2)"
+MAX_ITER = 3000
+
+
+def fit_centred(
+    vectors: npt.NDArray[np.float64], labels: npt.NDArray[np.int64], c: float
+) -> tuple[LogisticRegression, npt.NDArray[np.float64]]:
+    """A logistic regression on mean-centred rows, and the mean (the shipped head subtracts it).
+    lbfgs has no randomness, and one BLAS thread keeps the sums in one order, so the same rows
+    give the same weights."""
+    mean = vectors.mean(axis=0)
+    with threadpool_limits(1):
+        model = LogisticRegression(C=c, max_iter=MAX_ITER).fit(vectors - mean, labels)
+    return model, mean
 
 
 def encoder_fields(

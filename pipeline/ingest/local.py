@@ -26,8 +26,8 @@ from pipeline.crypto.shredding import has_own_key
 from pipeline.ingest.commit import PartitionOutput
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage
 from pipeline.ingest.policies import PolicyBook
-from pipeline.ingest.prepare import ExtractionKey, InputMessage, prepare_batch, stages_beside
-from pipeline.models.attributes import AttributeModel, attribute_model_for
+from pipeline.ingest.prepare import ExtractionKey, InputMessage, prepare_batch, statement_models
+from pipeline.models.attributes import AttributeModel
 from pipeline.models.classifier import TurnClassifier, classifier_for
 from pipeline.models.encoders import Encoder
 from pipeline.models.stages import StageModel
@@ -84,14 +84,14 @@ class LocalPipeline:
         """The stages as ``settings`` configure them: its memory policy, and the classifier,
         attribute and stage models that fit ``encoder`` (what the worker's ``prepare`` would
         load)."""
-        attributes = attribute_model_for(encoder.name, settings.slot_attributes)
+        attributes, stages = statement_models(encoder.name, settings.slot_attributes)
         return cls(
             encoder,
             settings.memory,
             partitions=partitions,
             classifier=classifier_for(settings.classifier, encoder.name),
             attributes=attributes,
-            stages=stages_beside(attributes, encoder.name),
+            stages=stages,
         )
 
     def _fresh_tables(

@@ -409,11 +409,16 @@ def attribute_statements(slots: Mapping[int, Slot]) -> list[int]:
     return sorted(index for index, slot in slots.items() if names_one_slot(slot))
 
 
-def stages_beside(attributes: AttributeModel | None, encoder_name: str) -> StageModel | None:
-    """The stage model, where the attribute model runs (it reads the rows that model builds)."""
+def statement_models(
+    encoder_name: str, enabled: bool = True
+) -> tuple[AttributeModel | None, StageModel | None]:
+    """The attribute model for ``encoder_name`` (if ``enabled``), and the stage model beside it:
+    the stage model reads the rows the attribute model builds, so it runs only where that one
+    does."""
+    attributes = attribute_model_for(encoder_name, enabled)
     if attributes is None:
-        return None
-    return stage_model_for(encoder_name, attributes.second_encoder_id)
+        return None, None
+    return attributes, stage_model_for(encoder_name, attributes.second_encoder_id)
 
 
 def attribute_guesses(
@@ -777,11 +782,9 @@ def create_prepare_app(settings: Settings, encoder: Encoder | None = None) -> fa
                 None, load_encoder, settings.encoder, settings.encoder_threads
             )
         if "attributes" not in state:
-            state["attributes"] = attribute_model_for(
+            state["attributes"], state["stages"] = statement_models(
                 state["encoder"].name, settings.slot_attributes
             )
-        if "stages" not in state:
-            state["stages"] = stages_beside(state["attributes"], state["encoder"].name)
         if "classifier" not in state:
             state["classifier"] = classifier_for(settings.classifier, state["encoder"].name)
             log.info(

@@ -41,9 +41,8 @@ from pipeline.crypto.keystore import TopicKeyStore, open_key_store
 from pipeline.ingest.commit import commit_output
 from pipeline.ingest.consolidate import PartitionTables, PreparedMessage, topics_out
 from pipeline.ingest.policies import open_policy_store
-from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared, stages_beside
+from pipeline.ingest.prepare import InputMessage, prepare_batch, publish_prepared, statement_models
 from pipeline.ingest.sink import apply_to_view, collection_for
-from pipeline.models.attributes import attribute_model_for
 from pipeline.models.classifier import classifier_for
 from pipeline.models.encoders import Encoder, encoder_dimension, encoder_id, load_encoder
 from pipeline.runtime.kafka import client_kwargs, stop_consumer
@@ -123,8 +122,7 @@ async def reindex_into_prepared(
         await producer.stop()
         raise
     classifier = classifier_for(settings.classifier, encoder.name)
-    attributes = attribute_model_for(encoder.name, settings.slot_attributes)
-    stages = stages_beside(attributes, encoder.name)
+    attributes, stages = statement_models(encoder.name, settings.slot_attributes)
     revision = recorded.revision if re_extract else recorded.latest_revision
     model = encoder_id(encoder) if revision == 0 else f"{encoder_id(encoder)}.x{revision}"
     target = prepared_topic(settings.topic_prefix, model)

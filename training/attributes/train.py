@@ -32,13 +32,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from sklearn.linear_model import LogisticRegression
-from threadpoolctl import threadpool_limits
 
 from pipeline.memory.rules.extraction import search_text
 from pipeline.models.attributes import DEFAULT_ATTRIBUTE_MODEL, NONE_LABEL, WEIGHTS_DIR
 from pipeline.models.encoders import Encoder, load_encoder
 from training.attributes.corpus import CORPUS_DIR, Corpus, Example, load_corpus, split
-from training.model_files import encoder_fields, write_model
+from training.model_files import encoder_fields, fit_centred, write_model
 from training.turn_classifier.data import (
     ENCODER,
     EVENT_TIME,
@@ -49,7 +48,6 @@ from training.turn_classifier.data import (
     speaker_for,
 )
 
-MAX_ITER = 3000
 PROBABILITY_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 C_GRID = (0.3, 1.0, 3.0, 10.0)
 
@@ -108,10 +106,7 @@ class Fitted:
 def fit(data: Rows, labels: list[str], c: float) -> Fitted:
     index = {label: i for i, label in enumerate(labels)}
     y = np.array([index[example.attribute] for example in data.examples])
-    mean = data.vectors.mean(axis=0)
-    with threadpool_limits(1):
-        model = LogisticRegression(C=c, max_iter=MAX_ITER).fit(data.vectors - mean, y)
-    return Fitted(model, mean, labels)
+    return Fitted(*fit_centred(data.vectors, y, c), labels)
 
 
 def pair_figures(

@@ -27,14 +27,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from sklearn.linear_model import LogisticRegression
-from threadpoolctl import threadpool_limits
 
 from pipeline.memory.rules.extraction import search_text
 from pipeline.memory.rules.slots import state_of_patterns
 from pipeline.models.encoders import Encoder, load_encoder
 from pipeline.models.stages import DEFAULT_STAGE_MODEL, NO_STAGE, STAGES, WEIGHTS_DIR
 from pipeline.runtime.settings import MemoryPolicy
-from training.model_files import encoder_fields, write_model
+from training.model_files import encoder_fields, fit_centred, write_model
 from training.turn_classifier.data import (
     ENCODER,
     EVENT_TIME,
@@ -49,7 +48,6 @@ LABELS = (NO_STAGE, *STAGES)
 C_GRID = (1.0, 3.0, 10.0, 30.0)
 PRECISION_FLOOR = 0.8  # four stages in five read right
 FOLDS = 5
-MAX_ITER = 3000
 
 
 @dataclass(frozen=True)
@@ -110,10 +108,7 @@ class Fitted:
 
 def fit(examples: Sequence[Example], vectors: npt.NDArray[np.float64], c: float) -> Fitted:
     y = np.array([LABELS.index(e.stage) for e in examples])
-    mean = vectors.mean(axis=0)
-    with threadpool_limits(1):
-        model = LogisticRegression(C=c, max_iter=MAX_ITER).fit(vectors - mean, y)
-    return Fitted(model, mean)
+    return Fitted(*fit_centred(vectors, y, c))
 
 
 def figures(gold: Sequence[str], read: Sequence[str | None]) -> dict[str, Any]:
