@@ -41,7 +41,7 @@ from schemas.errors import HindsightError
 from schemas.memory import AttributeShare
 
 WEIGHTS_DIR = Path(__file__).with_name("weights")
-DEFAULT_ATTRIBUTE_MODEL = "slot-attributes-v2"
+DEFAULT_ATTRIBUTE_MODEL = "slot-attributes-v3"
 NONE_LABEL = "none"  # statements that give no lasting value of any attribute
 # How many of a statement's most probable attributes ``prepare`` records: neighbouring attributes
 # (therapist / therapy schedule) share their mass, and comparing two statements needs more than

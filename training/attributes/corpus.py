@@ -2,11 +2,14 @@
 
 Each file is one writer's: attribute lines (id, description, single_valued), then for each
 attribute its statements and questions, then statements that give no attribute's value
-(attribute ``none``). This module reads and checks them; nothing here embeds or trains.
+(attribute ``none``). A later release of a domain is a file of its own named ``<domain>-<release>``
+(``hb-r3.jsonl``): more statements of that domain's attributes, by new writers. This module reads
+and checks them; nothing here embeds or trains.
 
-The held-back quarter: within each (attribute, language, kind) stratum the texts are ordered by
-``sha256(SEED + id)`` and every fourth, from the first, is held back. It is only ever scored
-(``evaluate``); every choice is made on the other three quarters.
+The held-back quarter: within each (attribute, language, kind, release) stratum the texts are
+ordered by ``sha256(SEED + id)`` and every fourth, from the first, is held back. A release is
+split on its own, so adding one never moves an older release's texts across the split. The
+quarter is only ever scored (``evaluate``); every choice is made on the other three quarters.
 """
 
 from __future__ import annotations
@@ -47,12 +50,14 @@ class Example:
     """One labelled text: a statement giving a value of ``attribute`` (or none), or a question
     asking for its current value."""
 
-    id: str  # "<writer>-<sha256(text)[:12]>": stable whatever the file's order
-    writer: str
+    id: str  # "<file name>-<sha256(text)[:12]>": stable whatever the file's order
+    writer: str  # the domain ("hb"): every release of it, so leaving a writer out leaves out
+    # every statement of its attributes
     attribute: str
     lang: str
     kind: TextKind
     text: str
+    release: str = ""  # "" for the first files of a domain, else the file name's suffix ("r3")
 
 
 @dataclass(frozen=True)
@@ -64,9 +69,18 @@ class Corpus:
         """A hash of everything training reads (the inventory and every labelled text)."""
         rows = sorted(
             [orjson.dumps(a.__dict__) for a in self.attributes.values()]
-            + [orjson.dumps(e.__dict__) for e in self.examples]
+            + [orjson.dumps(_fields(e)) for e in self.examples]
         )
         return hashlib.sha256(b"\n".join(rows)).hexdigest()
+
+
+def _fields(example: Example) -> dict[str, object]:
+    """An example's fields as the digest reads them; a first release's without ``release``, so
+    its digest is the one it had before releases existed."""
+    fields = dict(example.__dict__)
+    if not example.release:
+        del fields["release"]
+    return fields
 
 
 def _example_id(writer: str, text: str) -> str:
@@ -75,7 +89,7 @@ def _example_id(writer: str, text: str) -> str:
 
 def read_writer(path: Path) -> tuple[list[Attribute], list[Example]]:
     """One writer's file, checked line by line."""
-    writer = path.stem
+    writer, _, release = path.stem.partition("-")
     attributes: list[Attribute] = []
     examples: list[Example] = []
     for number, raw in enumerate(path.read_bytes().splitlines(), 1):
@@ -88,6 +102,8 @@ def read_writer(path: Path) -> tuple[list[Attribute], list[Example]]:
             raise CorpusError(f"{where}: not JSON ({error})") from None
         kind = row.get("type")
         if kind == "attribute":
+            if release:
+                raise CorpusError(f"{where}: a later release adds statements, not attributes")
             if not isinstance(row.get("single_valued"), bool):
                 raise CorpusError(f"{where}: single_valued must be true or false")
             attributes.append(
@@ -102,7 +118,9 @@ def read_writer(path: Path) -> tuple[list[Attribute], list[Example]]:
             attribute = str(row.get("attribute", ""))
             if kind == "question" and attribute == NONE_LABEL:
                 raise CorpusError(f"{where}: a question asks for an attribute, not {NONE_LABEL!r}")
-            examples.append(Example(_example_id(writer, text), writer, attribute, lang, kind, text))
+            examples.append(
+                Example(_example_id(path.stem, text), writer, attribute, lang, kind, text, release)
+            )
         else:
             raise CorpusError(f"{where}: type {kind!r}, expected attribute, statement or question")
     return attributes, examples
@@ -140,9 +158,9 @@ def load_corpus(directory: Path = CORPUS_DIR) -> Corpus:
 
 
 def _ranks(examples: Iterable[Example], seed: str) -> dict[str, int]:
-    strata: dict[tuple[str, str, str], list[Example]] = defaultdict(list)
+    strata: dict[tuple[str, str, str, str], list[Example]] = defaultdict(list)
     for example in examples:
-        strata[(example.attribute, example.lang, example.kind)].append(example)
+        strata[(example.attribute, example.lang, example.kind, example.release)].append(example)
     rank: dict[str, int] = {}
     for members in strata.values():
         ordered = sorted(members, key=lambda e: hashlib.sha256((seed + e.id).encode()).digest())

@@ -5,7 +5,8 @@
 Per language: top-1 accuracy over the held-back statements and questions (``none`` included),
 and the pair figures the update rule depends on: pairs of held-back statements of one writer
 that the model reads as one single-valued attribute at the policy's probability
-(``MemoryPolicy.attribute_probability``), against the writers' labels.
+(``MemoryPolicy.attribute_probability``), against the writers' labels. The same for each
+release of the corpus on its own (``by_release``: "first", "r3").
 """
 
 from __future__ import annotations
@@ -70,6 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         mask = np.array([e.lang == lang for e in data.examples])
         chosen = [e for e, m in zip(data.examples, mask, strict=True) if m]
         report[lang] = scores(chosen, probabilities[mask], labels, single, threshold)
+    # Each release's quarter on its own: the first release's is the same texts whatever was added.
+    report["by_release"] = {}
+    for release in sorted({e.release for e in data.examples}):
+        mask = np.array([e.release == release for e in data.examples])
+        chosen = [e for e, m in zip(data.examples, mask, strict=True) if m]
+        report["by_release"][release or "first"] = scores(
+            chosen, probabilities[mask], labels, single, threshold
+        )
     print(json.dumps(report, indent=2))
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n", "utf-8")

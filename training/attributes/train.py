@@ -259,7 +259,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "training_texts": len(training),
         "held_back_texts": len(held_back),
     }
-    selection = {"leave_one_writer_out_pairs": {**figures, **rates(figures)}}
+    # The first release's statements alone: the same pairs a model of the first release was
+    # scored on, so the figure compares across releases.
+    first = np.array([not e.release for e in chosen])
+    first_figures = pair_figures(
+        [e for e, f in zip(chosen, first, strict=True) if f],
+        probabilities[statements][first],
+        labels_of(corpus),
+        single,
+        CHOSEN.probability,
+    )
+    selection = {
+        "leave_one_writer_out_pairs": {**figures, **rates(figures)},
+        "leave_one_writer_out_pairs_first_release": {**first_figures, **rates(first_figures)},
+    }
     path = export(args.out, fitted, corpus, CHOSEN, encoder, second, counts, selection)
     print(json.dumps({"manifest": str(path), **counts, **selection}, indent=2))
     return 0
