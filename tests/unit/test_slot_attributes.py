@@ -225,6 +225,8 @@ def test_no_update_unless_both_are_surely_one_single_valued_attribute(
         ("Still on Vim, just with a new config and more plugins.", "s2", APART, "keeps"),
         ("Vim is my editor, ten years now and counting.", "s2", APART, "the value again"),
         ("My brother swears by Helix, the only thing he opens.", "s2", APART, "someone else"),
+        ("My flatmate swears by Helix, the only thing on that laptop.", "s2", APART, "flatmate"),
+        ("Our neighbours swear by Helix, the only thing opened there.", "s2", APART, "neighbours"),
         (
             "Helix has completely won me over, it's the only thing I open.",
             "s2",

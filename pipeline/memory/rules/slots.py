@@ -1142,11 +1142,13 @@ def amount_moved_to(older: Statement, newer: Statement, policy: MemoryPolicy) ->
 # Who a statement is about besides the speaker: kin, friends, third persons (a closed class).
 _PEOPLE = re.compile(
     r"\b(?:mum|mom|mother|dad|father|parents?|brothers?|sisters?|sons?|daughters?|wife|husband"
-    r"|partner|boyfriend|girlfriend|kids?|child|children|grand(?:ma|pa|mother|father|son|daughter)"
+    r"|partner|boyfriend|girlfriend|kids?|child|children|baby"
+    r"|grand(?:ma|pa|mother|father|son|daughter|dad|parents?|kids?|children)"
     r"|nan|nana|gran|granny|aunt|uncle|cousin|niece|nephew|friends?|boss|colleagues?"
+    r"|neighbou?rs?|flatmates?|roommates?|housemates?"
     r"|he|she|his|her|him|hers)\b|\b(?-i:[A-Z][a-z]+)['’]s\b"
     r"|爸|妈|爹|娘|父亲|母亲|哥|姐|弟|妹|儿子|女儿|闺女|老婆|老公|媳妇|丈夫|妻子|爷|奶奶|外公"
-    r"|外婆|姥|孙|叔|姨|舅|姑|侄|朋友|同事|老板|领导|(?<!其)他|她",
+    r"|外婆|姥|孙|叔|姨|舅|姑|侄|朋友|同事|老板|领导|邻居|室友|孩子|娃|宝宝|(?<!其)他|她",
     re.IGNORECASE,
 )
 
