@@ -46,7 +46,7 @@ from pipeline.models.encoders import (
     encode_one_at_a_time_once,
     load_encoder_of,
 )
-from pipeline.models.trained_files import load_trained_file, manifest_field
+from pipeline.models.trained_files import load_trained_file, manifest_field, shaped_arrays
 from schemas.errors import HindsightError
 from schemas.memory import Kind
 
@@ -247,27 +247,17 @@ class TurnClassifier:
                 f"this code computes {list(LEXICAL_FEATURES)}"
             )
         self._keep = np.asarray([label not in NON_MEMORY_LABELS for label in self.labels])
-        try:
-            self._lexical_mean = arrays["lexical_mean"]
-            self._lexical_scale = arrays["lexical_scale"]
-            self._dense = arrays["weight_dense"]
-            self._grams = arrays["weight_grams"]
-            self._bias = arrays["bias"]
-        except KeyError as error:
-            raise ClassifierFileError(f"{error.args[0]}: missing from {self.id}'s arrays") from None
         shapes = {
-            "lexical_mean": (self._lexical_mean.shape, (len(LEXICAL_FEATURES),)),
-            "lexical_scale": (self._lexical_scale.shape, (len(LEXICAL_FEATURES),)),
-            "weight_dense": (
-                self._dense.shape,
-                (self.input_dimension + len(LEXICAL_FEATURES), len(self.labels)),
-            ),
-            "weight_grams": (self._grams.shape, (self.buckets, len(self.labels))),
-            "bias": (self._bias.shape, (len(self.labels),)),
+            "lexical_mean": (len(LEXICAL_FEATURES),),
+            "lexical_scale": (len(LEXICAL_FEATURES),),
+            "weight_dense": (self.input_dimension + len(LEXICAL_FEATURES), len(self.labels)),
+            "weight_grams": (self.buckets, len(self.labels)),
+            "bias": (len(self.labels),),
         }
-        for name, (shape, expected) in shapes.items():
-            if shape != expected:
-                raise ClassifierFileError(f"{name}: shape {shape}, expected {expected}")
+        checked = shaped_arrays(arrays, shapes, self.id, ClassifierFileError)
+        self._lexical_mean, self._lexical_scale, self._dense, self._grams, self._bias = (
+            checked[name] for name in shapes
+        )
 
     def input_vectors(
         self, search_texts: Sequence[str], vectors: npt.ArrayLike, memo: VectorMemo | None = None

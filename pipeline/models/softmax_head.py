@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.models.trained_files import shaped_arrays
 from schemas.errors import HindsightError
 
 Array = npt.NDArray[np.float64]
@@ -27,20 +28,9 @@ class SoftmaxHead:
     ) -> None:
         """``owner``: the model id named in errors; ``error``: the model's own file error."""
         self._owner, self._error = owner, error
-        try:
-            self._mean = arrays["input_mean"]
-            self._weight = arrays["weight"]
-            self._bias = arrays["bias"]
-        except KeyError as missing:
-            raise error(f"{missing.args[0]}: missing from {owner}'s arrays") from None
-        expected = {
-            "input_mean": (self._mean.shape, (width,)),
-            "weight": (self._weight.shape, (width, labels)),
-            "bias": (self._bias.shape, (labels,)),
-        }
-        for name, (shape, wanted) in expected.items():
-            if shape != wanted:
-                raise error(f"{name}: shape {shape}, expected {wanted}")
+        shapes = {"input_mean": (width,), "weight": (width, labels), "bias": (labels,)}
+        checked = shaped_arrays(arrays, shapes, owner, error)
+        self._mean, self._weight, self._bias = (checked[name] for name in shapes)
 
     def rows(self, inputs: npt.ArrayLike) -> Array:
         """``inputs`` as rows of the width the layer takes (refused naming both widths)."""

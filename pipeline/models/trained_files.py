@@ -69,3 +69,21 @@ def load_trained_file(
     with np.load(arrays_path, allow_pickle=False) as stored:
         arrays = {key: np.asarray(stored[key], dtype=np.float64) for key in stored.files}
     return manifest, arrays
+
+
+def shaped_arrays(
+    arrays: Arrays,
+    shapes: dict[str, tuple[int, ...]],
+    owner: str,
+    error: type[HindsightError],
+) -> Arrays:
+    """The arrays ``shapes`` names, each of the shape it gives: a missing one raises ``error``
+    naming it (before any shape is checked), then a misshapen one naming its shape and the
+    expected one."""
+    for name in shapes:
+        if name not in arrays:
+            raise error(f"{name}: missing from {owner}'s arrays")
+    for name, wanted in shapes.items():
+        if arrays[name].shape != wanted:
+            raise error(f"{name}: shape {arrays[name].shape}, expected {wanted}")
+    return {name: arrays[name] for name in shapes}

@@ -62,23 +62,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     probabilities = np.stack([model.probabilities(row) for row in data.vectors])
     single = dict(zip(labels, model.single_valued, strict=True))
     threshold = MemoryPolicy().attribute_probability
+
+    def scores_where(kept: list[bool]) -> dict[str, Any]:
+        mask = np.array(kept)
+        chosen = [e for e, m in zip(data.examples, mask, strict=True) if m]
+        return scores(chosen, probabilities[mask], labels, single, threshold)
+
     report: dict[str, Any] = {
         "model": model.id,
         "probability": threshold,
         "all": scores(data.examples, probabilities, labels, single, threshold),
     }
     for lang in LANGS:
-        mask = np.array([e.lang == lang for e in data.examples])
-        chosen = [e for e, m in zip(data.examples, mask, strict=True) if m]
-        report[lang] = scores(chosen, probabilities[mask], labels, single, threshold)
+        report[lang] = scores_where([e.lang == lang for e in data.examples])
     # Each release's quarter on its own: the first release's is the same texts whatever was added.
-    report["by_release"] = {}
-    for release in sorted({e.release for e in data.examples}):
-        mask = np.array([e.release == release for e in data.examples])
-        chosen = [e for e, m in zip(data.examples, mask, strict=True) if m]
-        report["by_release"][release or "first"] = scores(
-            chosen, probabilities[mask], labels, single, threshold
-        )
+    report["by_release"] = {
+        release or "first": scores_where([e.release == release for e in data.examples])
+        for release in sorted({e.release for e in data.examples})
+    }
     print(json.dumps(report, indent=2))
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
