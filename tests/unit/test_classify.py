@@ -167,3 +167,42 @@ def test_classification_is_deterministic() -> None:
     texts = ["I prefer dark mode", "以后所有代码都用 TypeScript", "hi", "The office is far"]
 
     assert [classify(t) for t in texts] == [classify(t) for t in texts]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "please forget my home address",
+        "hey, could you please forget that",
+        "can you delete what I said about my ex?",
+        "I want you to forget my ID number",
+        "no need to store this",
+        "请把我的身份证号忘掉，不该发给你的。",
+        "忘掉我的家庭住址",
+        "帮我把刚才那条删了",
+        "这个不用记了",
+        "把那个地址忘了吧",
+    ],
+)
+def test_a_request_to_forget_is_not_remembered(text: str) -> None:
+    decision = classify(text)
+    assert not decision.remember
+    assert decision.reason == "a request to forget"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I always forget my keys on Mondays",
+        "don't forget to call my mum on Sunday",
+        "I had to remove my wisdom teeth last year",
+        "I'll never forget the day my youngest took her first steps",
+        "fix 是把 node_modules 删掉再 npm install",
+        "蓝牙耳机连不上电脑那个问题搞定了 在设置里把设备删掉 重新配对一下就好了",
+        "我忘记带钥匙了，只好等我妈回来",
+        "我把微信删了，太占时间",
+        "忘了说，我下周出差去成都",
+    ],
+)
+def test_the_same_verbs_said_of_oneself_are_no_request(text: str) -> None:
+    assert classify(text).reason != "a request to forget"

@@ -172,9 +172,28 @@ _PAST_EVENT = re.compile(
 
 # Requests about memory itself ("please forget my address") are commands, not memories: storing
 # them would keep the very text the user wants gone, and they would outrank the target on recall.
+# Only a request addressed to the listener counts: a clause that opens with the verb, or with a
+# polite opener before it ("can you delete …", 请/麻烦/帮我 …忘掉); a verb of not keeping (别记,
+# "don't store"); or 把 … 忘掉 with no first person before 把. Said of oneself, the same verbs
+# tell facts and steps that must be kept: "I always forget my keys", 我忘记带钥匙了, "don't
+# forget to call my mum", 在设置里把设备删掉 重新配对.
+_CLAUSE_START = r"(?:^|[.!?;,:\n]\s*|\b(?:and|so|also|btw|ok|okay|hey|oh|just|actually)\s+)"
+_ASKING = (
+    r"(?:(?:please|pls|plz|kindly)\s+|(?:can|could|would|will) you\s+(?:please\s+)?|"
+    r"i (?:want|need|'d like|would like) you to\s+)?"
+)
 _FORGET_REQUEST = re.compile(
-    r"\b(please\s+)?(forget|delete|erase|remove|don'?t remember|stop remembering)\b.{0,40}"
-    r"\b(my|our|that|this|it|what i (said|told))\b|忘掉|忘记|删掉|删除.{0,10}(我的|记录|信息)|别记",
+    _CLAUSE_START
+    + _ASKING
+    + r"(?:(?:forget|delete|erase|remove|wipe|scrub)\b(?!\s+(?:to|about it)\b).{0,40}?"
+    r"\b(?:my|our|that|this|it|everything|what i (?:said|told|mentioned))\b"
+    r"|(?:don'?t|do not|stop|no need to)\s+(?:remember|stor|sav|keep|record)\w*\b)"
+    r"|(?:请|麻烦|帮我|你|您|能不能)[^。！？!?\n]{0,12}?"
+    r"(?:忘掉|忘了|忘记|删掉|删了|删除|抹掉|别记|不要记)"
+    r"|(?<![我他她])把[^。！？!?\n]{0,15}?忘(?:掉|了)"
+    r"|(?:别|不要|不用|无需|不必)再?(?:记|存|保存|记录)(?![错得仇性账])"
+    r"|(?:^|[，,。.！!？?;；\s])(?:忘掉|忘记)(?!说|告诉|提)[^。！？!?\n]{0,12}?(?:我|刚才|之前|那|这)"
+    r"|删除[^。！？!?\n]{0,10}?(?:我的|记录|信息|记忆)",
     re.I,
 )
 # Assistant pleasantries and sign-offs that carry no fact.
