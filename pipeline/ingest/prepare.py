@@ -34,7 +34,13 @@ from aiokafka import AIOKafkaProducer
 from pipeline.crypto.envelope import KeyLookup, seal, unseal
 from pipeline.crypto.keyring import KeyRing
 from pipeline.ingest.policies import PolicyBook
-from pipeline.memory.rules.classify import Classification, classify, decided, not_remembered
+from pipeline.memory.rules.classify import (
+    Classification,
+    as_said_by,
+    classify,
+    decided,
+    not_remembered,
+)
 from pipeline.memory.rules.echo import residue
 from pipeline.memory.rules.extraction import extract_entities, extract_triplet, search_text
 from pipeline.memory.rules.llm_extraction import apply_extraction
@@ -362,7 +368,9 @@ def _probability(verdict: TurnVerdict) -> float:
 def analysis_for(
     turn: TurnRecorded, decision: Classification, *, time_notes: bool = True
 ) -> TurnAnalysis:
-    """A turn's analysis once its filter, kind and importance are decided (no vector yet)."""
+    """A turn's analysis once its filter, kind and importance are decided (no vector yet); a
+    turn not said by the user weighs as second-hand (``classify.as_said_by``)."""
+    decision = as_said_by(decision, turn.role)
     return TurnAnalysis(
         remember=decision.remember,
         kind=decision.kind,

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -140,6 +140,7 @@ class Log:
         *,
         namespace: str | None = None,
         speaker: str = "alice",
+        role: Literal["user", "assistant", "system", "tool"] = "user",
         session_id: str = "s1",
         event_id: str | None = None,
         **metadata: Any,
@@ -151,6 +152,7 @@ class Log:
             event_time=at,
             session_id=session_id,
             speaker=speaker,
+            role=role,
             text=text,
             metadata=metadata,
         )

@@ -28,6 +28,7 @@ from pipeline.ingest.prepare import (
     prepare_batch,
     rules_analysis,
 )
+from pipeline.memory.rules.classify import SECOND_HAND_IMPORTANCE
 from pipeline.memory.rules.llm_extraction import extractor_info, record_extraction, rules_extraction
 from pipeline.models.classifier import LEXICAL_FEATURES, TurnClassifier
 from schemas.codec import decode_event, decode_prepared, encode
@@ -453,6 +454,19 @@ def test_learned_labels_become_kinds_with_the_seeds_importance_and_region(
     analysis = prepared.analysis
     assert analysis is not None and analysis.remember
     assert (analysis.kind, analysis.region, analysis.base_importance) == (kind, region, importance)
+
+
+def test_a_turn_the_assistant_said_is_kept_as_second_hand() -> None:
+    log = Log()
+    said = "Their bakery section is popular, and the sourdough sells out by noon"
+
+    batch = prepare(log.turn(said, speaker="assistant", role="assistant"), log.turn(said))
+
+    assistant, user = [p.analysis for _, p in batch.prepared]
+    assert assistant is not None and user is not None
+    assert assistant.remember and assistant.kind == user.kind
+    assert assistant.base_importance == SECOND_HAND_IMPORTANCE < user.base_importance
+    assert assistant.reason == f"{user.reason}; said by assistant"
 
 
 def test_learned_the_exact_rules_still_hold_critical_importance_and_requests_to_forget() -> None:

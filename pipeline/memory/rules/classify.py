@@ -8,7 +8,7 @@ stack change, a rule "from now on …") is as binding for later turns as the tas
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.memory.rules.text import language_of, normalise
 from schemas.memory import Kind, Region
@@ -215,6 +215,11 @@ _CRITICAL = re.compile(
     re.I,
 )
 CRITICAL_FACT_IMPORTANCE = 0.9
+# Words not said by the user (the assistant's reply, a tool's output) are kept, for audit and for
+# "what did you suggest?", but they are second-hand about the user's world: the assistant's "Their
+# bakery is popular for a reason" must not outrank the user's "been doing the big shop at Lidl"
+# for "where do I get my groceries?". They weigh what the seeds give small talk.
+SECOND_HAND_IMPORTANCE = BASE_IMPORTANCE["chit_chat"]
 
 
 @dataclass(frozen=True)
@@ -255,6 +260,16 @@ def region_for(kind: Kind, text: str) -> Region:
     if kind == "fact" and _PAST_EVENT.search(text):
         return "episodic"
     return "semantic"
+
+
+def as_said_by(decision: Classification, role: str) -> Classification:
+    """``decision`` for a turn said in ``role``: anything but the user's own words is kept at
+    ``SECOND_HAND_IMPORTANCE`` at most."""
+    if role == "user" or not decision.remember:
+        return decision
+    importance = min(decision.base_importance, SECOND_HAND_IMPORTANCE)
+    reason = f"{decision.reason}; said by {role}"
+    return replace(decision, base_importance=importance, reason=reason)
 
 
 def not_remembered(reason: str) -> Classification:
