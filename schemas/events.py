@@ -21,6 +21,8 @@ NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 MAX_TURN_CHARS = 16_000
 MAX_METADATA_BYTES = 16 * 1024
 MAX_EVENT_BYTES = 256 * 1024
+# Who said a turn: prepare keeps anything but the user's own words as second-hand.
+Role = Literal["user", "assistant", "system", "tool"]
 
 TURN_SCHEMA_VERSION: Final = 2
 COMMAND_SCHEMA_VERSION: Final = 1
@@ -89,7 +91,7 @@ class TurnRecorded(_Event):
     event_type: Literal["TurnRecorded"] = "TurnRecorded"
     session_id: str = Field(min_length=1, max_length=128)
     speaker: str = Field(min_length=1, max_length=128)
-    role: Literal["user", "assistant", "system", "tool"] = "user"
+    role: Role = "user"
     text: str = Field(max_length=MAX_TURN_CHARS)
     metadata: Metadata = Field(default_factory=dict)
 

@@ -13,10 +13,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from schemas.events import Role
 from schemas.memory import Kind, Region
 
 Language = Literal["en", "zh"]
-Role = Literal["user", "assistant", "system", "tool"]
 
 DEFAULT_NAMESPACE_ALIAS = "main"
 DEFAULT_SESSION = "s1"

@@ -51,7 +51,7 @@ from pipeline.security.ring import KeyRingUnavailable, following_keys
 from pipeline.views.log_reader import LogReader, LogUnavailable
 from pipeline.views.state_topic import FollowerFailed
 from schemas.errors import HindsightError, InvalidEvent, WatermarkTimeout
-from schemas.events import MAX_TURN_CHARS, NAMESPACE_PATTERN, Metadata, check_namespace
+from schemas.events import MAX_TURN_CHARS, NAMESPACE_PATTERN, Metadata, Role, check_namespace
 from schemas.memory import Kind, MemoryRecord, Region, Status
 from schemas.policy import RedactionSettings
 
@@ -72,7 +72,7 @@ class TurnIn(BaseModel):
     event_time: AwareDatetime | None = Field(
         default=None, description="When it was said (ISO-8601 with offset); default: now."
     )
-    role: Literal["user", "assistant", "system", "tool"] = "user"
+    role: Role = "user"
     metadata: Metadata = Field(default_factory=dict)
     event_id: str | None = Field(
         default=None,

@@ -44,6 +44,7 @@ from pipeline.runtime.settings import Settings
 from pipeline.security.keys import Action
 from pipeline.security.ring import following_keys
 from schemas.errors import HindsightError, InvalidEvent
+from schemas.events import Role
 from schemas.memory import HistoryEntry, Kind, Region, SourceTurn, Status
 
 log = logging.getLogger("hindsight.mcp")
@@ -179,7 +180,7 @@ def create_mcp_server(
         text: Annotated[str, Field(min_length=1, max_length=16_000, description="The turn.")],
         speaker: Annotated[str, Field(description="Who said it, e.g. the user's name")] = "user",
         session_id: Annotated[str, Field(description="Conversation id")] = "default",
-        role: Literal["user", "assistant", "system", "tool"] = "user",
+        role: Role = "user",
         event_time: TimeArg = None,
         wait: Annotated[
             bool, Field(description="Wait until recall can see it (read-your-writes)")

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from schemas.events import (
     ExtractionRecorded,
     MemoriesRecalled,
     RecallHit,
+    Role,
     TurnRecorded,
 )
 from schemas.memory import DeadLetter, MemoryRecord
@@ -140,7 +141,7 @@ class Log:
         *,
         namespace: str | None = None,
         speaker: str = "alice",
-        role: Literal["user", "assistant", "system", "tool"] = "user",
+        role: Role = "user",
         session_id: str = "s1",
         event_id: str | None = None,
         **metadata: Any,
