@@ -11,6 +11,7 @@ import pytest
 from ingest_support import T0, Log, Stages, by_content, only
 
 from pipeline.ingest.prepare import rules_analysis
+from pipeline.memory.rules.classify import SECOND_HAND_IMPORTANCE
 from pipeline.memory.rules.extraction import memory_id
 from pipeline.memory.rules.llm_extraction import (
     MAX_CONTEXT_TURNS,
@@ -285,6 +286,22 @@ def test_an_extraction_overrides_kind_importance_region_triplet_and_entities() -
     # No content override: the memory keeps the turn's words.
     assert applied.content == the_turn.text
     assert applied.search_text == analysis.search_text
+
+
+def test_an_extraction_of_the_assistants_words_weighs_as_second_hand() -> None:
+    # The LLM scores the words, not who said them: an assistant's summary of the user's plans is
+    # kept, but at second-hand weight, as the rules' own analysis keeps it.
+    the_turn = turn("Your flight to Lisbon leaves Friday at 7am", role="assistant")
+    record = record_extraction(the_turn, INFO, parse_response(answer(importance=0.9)))
+    applied = apply_extraction(the_turn, rules_analysis(the_turn), record)
+
+    assert applied.remember
+    assert applied.base_importance == SECOND_HAND_IMPORTANCE
+    assert applied.reason.endswith("; said by assistant")
+
+    users_turn = turn("My flight to Lisbon leaves Friday at 7am")
+    users = record_extraction(users_turn, INFO, parse_response(answer(importance=0.9)))
+    assert apply_extraction(users_turn, rules_analysis(users_turn), users).base_importance == 0.9
 
 
 def test_remember_false_filters_the_turn() -> None:

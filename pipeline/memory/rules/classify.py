@@ -262,12 +262,17 @@ def region_for(kind: Kind, text: str) -> Region:
     return "semantic"
 
 
+def importance_said_by(importance: float, role: str) -> float:
+    """The importance of a turn said in ``role``: anything but the user's own words is kept at
+    ``SECOND_HAND_IMPORTANCE`` at most, whoever (rules or an LLM) scored it."""
+    return importance if role == "user" else min(importance, SECOND_HAND_IMPORTANCE)
+
+
 def as_said_by(decision: Classification, role: str) -> Classification:
-    """``decision`` for a turn said in ``role``: anything but the user's own words is kept at
-    ``SECOND_HAND_IMPORTANCE`` at most."""
+    """``decision`` for a turn said in ``role`` (``importance_said_by``)."""
     if role == "user" or not decision.remember:
         return decision
-    importance = min(decision.base_importance, SECOND_HAND_IMPORTANCE)
+    importance = importance_said_by(decision.base_importance, role)
     reason = f"{decision.reason}; said by {role}"
     return replace(decision, base_importance=importance, reason=reason)
 

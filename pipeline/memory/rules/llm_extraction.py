@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import orjson
 
-from pipeline.memory.rules.classify import region_for
+from pipeline.memory.rules.classify import importance_said_by, region_for
 from pipeline.memory.rules.text import normalise, strip_edges
 from schemas.errors import HindsightError
 from schemas.events import (
@@ -301,6 +301,8 @@ def apply_extraction(
         reason = f"llm {record.extractor.model} ({record.extractor.prompt_version})"
     else:
         reason = f"rules (llm fallback: {record.error or 'unknown'})"[:200]
+    if result.remember and turn.role != "user":
+        reason = f"{reason}; said by {turn.role}"
     triplet = (
         _normalise_triplet(result.triplet, turn.speaker)
         if result.remember and result.triplet is not None
@@ -311,7 +313,7 @@ def apply_extraction(
             "remember": result.remember,
             "kind": result.kind,
             "region": region_for(result.kind, content),
-            "base_importance": result.importance,
+            "base_importance": importance_said_by(result.importance, turn.role),
             "reason": reason,
             "content": content,
             "search_text": search_text,
