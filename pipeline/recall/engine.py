@@ -44,6 +44,7 @@ from pipeline.recall.neighbours import follow_ups
 from pipeline.recall.routing import (
     RouteDecision,
     asks_current_value,
+    asks_how_it_went,
     asks_latest,
     asks_when,
     classify,
@@ -385,7 +386,15 @@ class RecallEngine:
             "activation": most_active(routed),
         }
         # The memory right after a keyword hit (its reply) inherits part of the hit's match.
-        follow = follow_ups(view, bm25_hits, search.visible, self.tuning.follow_up_share)
+        # "How did we fix …", 上次咋解决的: the speaker's own next statement may be the fix of the
+        # problem a hit tells.
+        follow = follow_ups(
+            view,
+            bm25_hits,
+            search.visible,
+            self.tuning.follow_up_share,
+            own_continuation=asks_how_it_went(query),
+        )
         if follow:
             ranked["follow_up"] = follow
         if window is not None:

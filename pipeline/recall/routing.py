@@ -269,6 +269,39 @@ def asks_when(query: str) -> bool:
     return _ASKS_WHEN.search(query) is not None
 
 
+# A past frame in a how-question: "how did we fix…", "what did I end up doing that time…",
+# 上次咋解决的, 那次怎么弄好的. Not a present how-to ("卤牛肉怎么做？"), whose answer is the
+# procedure itself rather than what followed a problem.
+_PAST_FRAME = re.compile(
+    r"\b(?:did|was|were|had|last time|that time|ended up)\b"
+    r"|上次|上回|那次|那回|当时|之前|以前|[的了][？?！!。]?\s*$",
+    re.IGNORECASE,
+)
+
+
+# "What did I do when the car died?", "what did we end up doing about the leak": what was done
+# about a situation, however the routing reads it.
+_WHAT_WAS_DONE = re.compile(
+    r"\bwhat (?:did|do) (?:i|we) (?:end up )?(?:do|doing) (?:when|about|after|that time|the time)\b"
+    r"|当时怎么办|那次怎么办|后来怎么办",
+    re.IGNORECASE,
+)
+
+
+def asks_how_it_went(query: str) -> bool:
+    """True when the question asks how something was done or fixed on a past occasion: a
+    how-question (``classify`` routes it to procedures) in a past frame (``_PAST_FRAME``), or a
+    question about what was done about a situation (``_WHAT_WAS_DONE``)."""
+    if _WHAT_WAS_DONE.search(query):
+        return True
+    decision = classify(query)
+    return (
+        decision.route == "procedural"
+        and decision.confidence > 0
+        and bool(_PAST_FRAME.search(query))
+    )
+
+
 def speakers_named(query: str, speakers: Iterable[str]) -> list[str]:
     """The namespace's speakers the query names, by full name or first name ("Caroline",
     "caroline's"), whole words only; Chinese names as substrings."""

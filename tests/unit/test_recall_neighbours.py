@@ -42,6 +42,47 @@ def test_no_inheritance_across_a_topic_boundary_a_long_pause_or_from_oneself() -
     assert follow_ups(view, hits, lambda _id: True, 1.0) == []
 
 
+def test_ones_own_next_statement_inherits_only_when_asked_how_it_went() -> None:
+    index = index_of(
+        turn("problem", "The boiler showed error E1 and would not light.", 0, speaker="ana"),
+        turn("fix", "Swapped the two batteries and reopened the gas valve.", 1, speaker="ana"),
+        turn("recipe", "Braised beef: blanch the shank, then simmer with the spice bag.", 500),
+        turn("next", "Red-cooked fish: fry both sides, then the soy sauce.", 501, speaker="ben"),
+    )
+    view = index.view("ns")
+    assert view is not None
+    boiler = view.bm25.search(tokenize("boiler error E1"), 5)
+    assert follow_ups(view, boiler, lambda _id: True, 1.0) == []
+    assert follow_ups(view, boiler, lambda _id: True, 1.0, own_continuation=True) == [
+        ("fix", boiler[0].coverage)
+    ]
+    # A procedure is the answer itself: what its speaker says next is the next topic.
+    index.apply(
+        turn("recipe", "Braised beef: blanch the shank.", 500, speaker="ben", kind="procedure")
+    )
+    beef = view.bm25.search(tokenize("braised beef"), 5)
+    assert follow_ups(view, beef, lambda _id: True, 1.0, own_continuation=True) == []
+
+
+def test_recall_finds_the_fix_told_after_the_problem() -> None:
+    index = index_of(
+        turn("problem", "The boiler showed error E1 and would not light.", 0, speaker="ana"),
+        turn("fix", "Swapped the two batteries and reopened the gas valve.", 1, speaker="ana"),
+        *(
+            turn(f"n{i}", f"Unrelated remark number {i} about gardening.", 100 + i)
+            for i in range(8)
+        ),
+    )
+    engine = RecallEngine(index, HashingEncoder())
+    question = "How did we fix the boiler E1 error last time?"
+    past = engine.recall("ns", question, at=AT, limit=2, truncate=False)
+    assert [m.id for m in past] == ["problem", "fix"]
+    assert "follow_up" in past[1].explanation
+    # A present how-to is answered by procedures, not by whatever followed a problem.
+    present = engine.recall("ns", "How do I light the boiler?", at=AT, limit=10, truncate=False)
+    assert all("follow_up" not in m.explanation for m in present)
+
+
 def test_recall_returns_the_answer_to_a_matching_question() -> None:
     encoder = HashingEncoder()
     index = index_of(

@@ -2,6 +2,7 @@ import pytest
 
 from pipeline.recall.routing import (
     asks_current_value,
+    asks_how_it_went,
     asks_latest,
     asks_when,
     classify,
@@ -177,3 +178,23 @@ def test_asks_latest(query: str, latest: bool) -> None:
     assert asks_latest(query) is latest
     # An instance is no value that changed: the earlier ones stay in the answer.
     assert not (latest and asks_current_value(query))
+
+
+@pytest.mark.parametrize(
+    ("query", "how_it_went"),
+    [
+        ("How did we fix the peer dependency conflict last time?", True),
+        ("What did I end up doing that time the car was dead?", True),
+        ("what did we do about the leak in the bathroom", True),
+        ("热水器又报E1了 上次咋解决的", True),
+        ("wifi断流那次怎么解决的", True),
+        # A present how-to: the procedure itself is the answer.
+        ("卤牛肉怎么做？", False),
+        ("how do i reset the router?", False),
+        # An event, not what was done about a situation.
+        ("What did Caroline do for her birthday?", False),
+        ("when did we fix the login bug", False),
+    ],
+)
+def test_asks_how_it_went(query: str, how_it_went: bool) -> None:
+    assert asks_how_it_went(query) is how_it_went
