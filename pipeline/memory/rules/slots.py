@@ -1818,8 +1818,10 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
       value: LoCoMo's chat lines "Thanks! … let me know" share two), or two words, or one that
       is what the newer's copula gives its value as ("Whenever I code I put on jazz" / "Lo-fi
       playlists are my coding soundtrack"). Elsewhere
-      the cosine proves nothing, so the shared words must be what both open with: the topic
-      comes first (周末…, 孩子睡前…);
+      the cosine proves nothing, so the shared words must be what both open with (the topic
+      comes first) and be two at least, the topic and its attribute (孩子睡前…): one word in
+      common is a topic with many attributes (我女儿今年上初二 / 我女儿在读中央美院, 我每天晚饭后
+      快走 / 我每天早上打太极, 公司前台密码 / 公司搬家了), and one user says many such lines;
     * a stated preference gives way only to another preference or a decision: a fact that
       mentions the liked thing ("cilantro is in like every taco at that place") replaces nothing;
     * no swapped modifier (breakfast / lunch, 早饭 / 午饭) and no differing subject.
@@ -1882,8 +1884,14 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
                 return None  # one word in common: "i hate cilantro" / "the cilantro gene thing
                 # is real" share the value, not the slot (unless the newer gives it as what its
                 # value is: "Lo-fi playlists are my coding soundtrack")
-    elif not (words[0] and words[1] and words[0][0] in shared and words[1][0] in shared):
-        return None
+    elif not (
+        len(shared) >= 2
+        and words[0]
+        and words[1]
+        and words[0][0] in shared
+        and words[1][0] in shared
+    ):
+        return None  # one word in common is a topic, not a slot (我女儿… / 我女儿…)
     if _swapped_modifier(first.terms, second.terms):
         return None
     if any(v in {*first.subjects, *second.subjects} for v in (*first.values, *second.values)):
