@@ -193,6 +193,15 @@ def test_close_frames_sharing_most_words_are_one_slot_below_the_cosine() -> None
     assert reason(older, newer, POLICY.slot_cosine_floor - 0.01) is None
 
 
+def test_where_the_encoder_does_not_read_one_word_in_common_is_no_slot() -> None:
+    # 门锁 and 密码 in common: the topic and its attribute. 每天 or 今年 alone is a topic of many.
+    assert reason("门锁密码是1357。", "门锁密码2468。", 0.9) is not None
+    assert reason("我每天喝两杯美式。", "我每天六点下班。", 0.9) is None
+    assert reason("我爸今年60，还在上班。", "我是坐地铁10号线上班的", 0.9) is None
+    # 每周五 is one word, though jieba also gives 每周 and 周五.
+    assert reason("我每周五下午做针灸，在中医院。", "我们组周报每周五交", 0.9) is None
+
+
 def test_a_state_moving_on_is_an_update() -> None:
     assert reason("PR #482 is in review.", "PR #482 got merged.", 0.81) is not None
 
@@ -589,6 +598,7 @@ def test_a_value_in_plain_words_needs_the_nearest_a_change_and_no_restatement() 
     assert words_reason("我女儿今年上初二，在实验中学。", "我女儿在读中央美院。", 0.7) is None
     assert words_reason("我每天晚饭后快走一小时。", "我每天早上在公园打太极。", 0.8) is None
     assert words_reason("公司前台密码 7391#", "公司搬家了 累死", 0.86) is None
+    assert words_reason("我每周六早上去爬山。", "我每周六上午去上瑜伽课", 0.86) is None
 
 
 def test_a_statement_that_keeps_its_value_or_weighs_a_change_replaces_nothing() -> None:

@@ -749,6 +749,13 @@ def _content_terms(terms: list[str]) -> list[str]:
     return [t for t in terms if t not in _LIGHT_WORDS and not _ZH_DEMONSTRATIVE.match(t)]
 
 
+def shared_words(first: list[str], second: list[str]) -> set[str]:
+    """The content words two statements have in common, a word inside a longer shared one not
+    counted again (jieba's search mode gives 每周五 as 每周, 周五 and 每周五: one word)."""
+    shared = set(_content_terms(first)) & set(_content_terms(second))
+    return {w for w in shared if not any(w != other and w in other for other in shared)}
+
+
 def content_word_count(signal: Slot) -> int:
     """How many content words a statement has, for the rules that need it brief. Chinese is
     segmented for search, into words and the words inside them (少年宫: 少年, 少年宫), so a word
@@ -969,6 +976,12 @@ def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotU
     leaves_older_value = bool(set(newer.signal.departed) & set(older.signal.values))
     if names_two_slots(older.signal, newer.signal, old_values, new_values):
         return None
+    if not trusted:
+        # Where the cosine proves nothing, one word in common is a topic, not a slot (我每天喝两杯
+        # 美式 / 我每天六点下班, 我爸今年60还在上班 / 我是坐地铁10号线上班的): two at least.
+        shares_words = (
+            shares_words and len(shared_words(older.signal.terms, newer.signal.terms)) >= 2
+        )
     same_slot = (trusted and cosine >= policy.slot_cosine) or (
         cosine >= policy.slot_cosine_floor and (shares_words or leaves_older_value)
     )
@@ -1885,7 +1898,7 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
                 # is real" share the value, not the slot (unless the newer gives it as what its
                 # value is: "Lo-fi playlists are my coding soundtrack")
     elif not (
-        len(shared) >= 2
+        len(shared_words(first.terms, second.terms)) >= 2
         and words[0]
         and words[1]
         and words[0][0] in shared
