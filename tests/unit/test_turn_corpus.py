@@ -10,6 +10,7 @@ import pytest
 
 from training.turn_classifier.corpus_stats import (
     CONTEXTS,
+    CORPUS_PATH,
     LABELS,
     LANG_REGISTERS,
     MIN_PER_LABEL,
@@ -18,6 +19,7 @@ from training.turn_classifier.corpus_stats import (
     CorpusError,
     Turn,
     balance_problems,
+    check_unique,
     count_table,
     coverage_gaps,
     load_corpus,
@@ -168,3 +170,12 @@ def test_balance_problems_are_reported_for_a_small_lopsided_corpus() -> None:
     assert "non-memory labels are 67% of the turns, not 35%-45%" in problems
     assert "zh is 33% of the turns, less than 35%" in problems
     assert not any(problem.startswith("en is") for problem in problems)
+
+
+def test_the_untrained_release_appends_to_the_corpus_as_it_is(corpus: list[Turn]) -> None:
+    # news_in_reactions.jsonl (CORPUS.md) is valid on its own and, appended, repeats no id and
+    # no text of the corpus (check_unique raises on either).
+    path = CORPUS_PATH.with_name("news_in_reactions.jsonl")
+    release = parse_lines(path.read_text(encoding="utf-8").splitlines())
+    assert len(release) == 676
+    check_unique([*corpus, *release])
