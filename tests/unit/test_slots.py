@@ -599,6 +599,14 @@ def test_a_value_in_plain_words_needs_the_nearest_a_change_and_no_restatement() 
     assert words_reason("我每天晚饭后快走一小时。", "我每天早上在公园打太极。", 0.8) is None
     assert words_reason("公司前台密码 7391#", "公司搬家了 累死", 0.86) is None
     assert words_reason("我每周六早上去爬山。", "我每周六上午去上瑜伽课", 0.86) is None
+    # Two corrections share only the correcting words; two amounts only their unit (年).
+    assert (
+        words_reason(
+            "我说错了，是2016年领的证，2015是订婚", "我说错了，是1月18号，8号那天是四六级", 0.8
+        )
+        is None
+    )
+    assert words_reason("我和老公结婚十年了。", "我男朋友是我大学同学，在一起五年了。", 0.7) is None
 
 
 def test_a_statement_that_keeps_its_value_or_weighs_a_change_replaces_nothing() -> None:

@@ -1429,9 +1429,18 @@ def corrected(older: Statement, newer: Statement, policy: MemoryPolicy) -> str |
         return None
     # A value both name is common ground here whatever its kind: a correction names the value it
     # takes back ("40mg not 20", 175是穿鞋量的, 不在青岛).
-    shared = common_ground(first, second, policy) | (set(first.values) & set(second.values))
+    both_name = set(first.values) & set(second.values)
+    shared = common_ground(first, second, policy) | both_name
     if not shared:
         return None
+    if not both_name and not (encoder_reads(first, policy) and encoder_reads(second, policy)):
+        # Where the cosine proves nothing, the correction's own words (说错了, 之前说, 看错) are
+        # no common ground: "我说错了，是2016年领的证" and "我说错了，是1月18号" share only them.
+        cue = {
+            ch for side in (first, second) for m in _CORRECTS.finditer(side.frame) for ch in m[0]
+        }
+        if not {item for item in topical(shared) if not set(item) & cue}:
+            return None
     cosine = float(vectors[0] @ vectors[1])
     return f"corrected: {', '.join(sorted(shared))}; statement cosine {cosine:.3f}"
 
@@ -2082,7 +2091,9 @@ def quantity_changed(older: Statement, newer: Statement, policy: MemoryPolicy) -
     old_numbers, new_numbers = [old_number], [new_number]
     words = [set(_content_terms(side.terms)) for side in (first, second)]
     rate = unit.startswith("per ")
-    shared = (words[0] & words[1]) - {unit} - (set(tokenize(unit)) if rate else set())
+    # Besides the units of the amounts (年 of 十年了 and 三年了, 月 of 5月): what is counted.
+    units = {unit, *(t for u in (*old_units.values(), *new_units.values()) for t in tokenize(u))}
+    shared = (words[0] & words[1]) - units
     if content_word_count(first) > policy.state_max_terms:
         return None  # an amount stated as a state is brief; a long chat line holds no such slot
     if content_word_count(second) > policy.state_max_terms and len(shared) < 2:
