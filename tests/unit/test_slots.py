@@ -607,6 +607,9 @@ def test_a_value_in_plain_words_needs_the_nearest_a_change_and_no_restatement() 
         is None
     )
     assert words_reason("我和老公结婚十年了。", "我男朋友是我大学同学，在一起五年了。", 0.7) is None
+    # A task moving on shares what the task is; one character (月) is not that.
+    assert words_reason("我打算这个月去做个全身体检。", "项目计划12月上线", 0.7) is None
+    assert words_reason("家里装修还在等橱柜到货", "装修终于完工了，通风晾三个月再搬进去", 0.7)
 
 
 def test_a_statement_that_keeps_its_value_or_weighs_a_change_replaces_nothing() -> None:

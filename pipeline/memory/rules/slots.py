@@ -1527,8 +1527,9 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
 
     Same task: the statements are brief (``state_max_terms``), close as wholes
     (``state_cosine_floor``), share what the task is — a named thing (the Rust book, v2.3) or a
-    quarter of their content words (nursery, 装修) — and do not name two subjects or two
-    attributes (the guards of ``names_two_slots`` that need no values).
+    quarter of their content words (nursery, 装修; in Chinese not one character: 月 of 这个月 and
+    12月上线) — and do not name two subjects or two attributes (the guards of
+    ``names_two_slots`` that need no values).
     """
     assert older.slot is not None and newer.slot is not None
     if older.speaker != newer.speaker or newer.kind in NEVER_UPDATES:
@@ -1545,6 +1546,9 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     if max(content_word_count(first), content_word_count(second)) > policy.state_max_terms:
         return None  # a long line shares a word with many things: no evidence of one task
     shared_words = words[0] & words[1]
+    if not (encoder_reads(first, policy) and encoder_reads(second, policy)):
+        # One Chinese character in common says nothing of the task (月 of 这个月 / 12月上线).
+        shared_words = {w for w in shared_words if len(w) > 1 or w.isascii()}
     if not _named_things(first) & _named_things(second) and (
         not shared_words or len(shared_words) * 4 < min(len(w) for w in words)
     ):
