@@ -17,6 +17,7 @@ from pipeline.ingest.local import LocalPipeline
 from pipeline.memory.rules.slots import (
     Statement,
     about_two_things,
+    about_whom,
     adds_a_value,
     chinese_number,
     content_word_count,
@@ -191,6 +192,15 @@ def test_close_frames_sharing_most_words_are_one_slot_below_the_cosine() -> None
     older, newer = "门锁密码是1357。", "门锁密码2468。"
     assert reason(older, newer, POLICY.slot_cosine_floor + 0.01) is not None
     assert reason(older, newer, POLICY.slot_cosine_floor - 0.01) is None
+
+
+def test_statements_that_open_with_two_people_are_two_slots() -> None:
+    assert about_whom(slot_of("My brother Sam lives in Leeds.")) == "brother"
+    assert about_whom(slot_of("I live with my boyfriend Marcus in Camden.")) == "self"
+    assert about_whom(slot_of("Standup moved to 10.")) is None
+    older, newer = "My brother Sam lives in Leeds.", "I live with my boyfriend Marcus in Camden."
+    assert reason(older, newer, 0.9) is None
+    assert reason("My brother Sam lives in Leeds.", "My brother Sam lives in York now.", 0.9)
 
 
 def test_where_the_encoder_does_not_read_one_word_in_common_is_no_slot() -> None:

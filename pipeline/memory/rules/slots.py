@@ -956,6 +956,9 @@ def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotU
         return None
     if newer.signal.additive or older.signal.question or newer.signal.question:
         return None  # an addition, or a question: neither states a new value
+    whom = (about_whom(older.signal), about_whom(newer.signal))
+    if None not in whom and whom[0] != whom[1]:
+        return None  # "My brother lives in Leeds" / "I live in Camden": two people
     old_values, new_values = changed_values(older.signal, newer.signal)
     cosine = float(older.frame_vector @ newer.frame_vector)
     overlap = term_overlap(older.signal.terms, newer.signal.terms)
@@ -1169,6 +1172,27 @@ _PEOPLE = re.compile(
 def _people(signal: Slot) -> set[str]:
     """The people a statement names besides the speaker ("my brother", 我妈, "Ella's")."""
     return {match.group(0).casefold() for match in _PEOPLE.finditer(signal.frame)}
+
+
+# A statement about the speaker opens with "I", "I'm" or 我 + a verb; one about someone else
+# opens with who it is ("My brother Sam lives in Leeds", "My partner Chris is a nurse", 我妈…).
+_OPENS_WITH_PERSON = re.compile(r"^\W*(?:(?:my|our)\s+(?:\w+[\s-]){0,2}?|我们?的?)(?=\S)", re.I)
+_OPENS_WITH_SELF = re.compile(r"^\W*(?:i|i'm|i've|i'd|im)\b", re.I)
+
+
+def about_whom(signal: Slot) -> str | None:
+    """Who the statement is about, when its opening says so: "self" ("I live …"), the person
+    it opens with ("my brother"), or None (it opens with something else)."""
+    text = signal.frame
+    if _OPENS_WITH_SELF.match(text):
+        return "self"
+    opening = _OPENS_WITH_PERSON.match(text)
+    if opening is not None:
+        found = _PEOPLE.match(text, opening.end())
+        if found is not None:
+            return found.group(0).casefold()
+        return "self"
+    return None
 
 
 def _brief_pair(
