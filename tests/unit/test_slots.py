@@ -198,6 +198,10 @@ def test_statements_that_open_with_two_people_are_two_slots() -> None:
     assert about_whom(slot_of("My brother Sam lives in Leeds.")) == "brother"
     assert about_whom(slot_of("I live with my boyfriend Marcus in Camden.")) == "self"
     assert about_whom(slot_of("Standup moved to 10.")) is None
+    assert about_whom(slot_of("My older brother lives in Leeds.")) == "brother"
+    assert about_whom(slot_of("My office is in Leeds.")) == "self"
+    assert about_whom(slot_of("我大女儿今年12岁。")) == "女儿"
+    assert about_whom(slot_of("我在宁德时代做工艺工程师")) == "self"
     older, newer = "My brother Sam lives in Leeds.", "I live with my boyfriend Marcus in Camden."
     assert reason(older, newer, 0.9) is None
     assert reason("My brother Sam lives in Leeds.", "My brother Sam lives in York now.", 0.9)

@@ -1175,23 +1175,30 @@ def _people(signal: Slot) -> set[str]:
 
 
 # A statement about the speaker opens with "I", "I'm" or 我 + a verb; one about someone else
-# opens with who it is ("My brother Sam lives in Leeds", "My partner Chris is a nurse", 我妈…).
-_OPENS_WITH_PERSON = re.compile(r"^\W*(?:(?:my|our)\s+(?:\w+[\s-]){0,2}?|我们?的?)(?=\S)", re.I)
+# opens with who it is, within its first words ("My brother Sam lives in Leeds", "my older
+# sister", 我妈…, 我大女儿…).
 _OPENS_WITH_SELF = re.compile(r"^\W*(?:i|i'm|i've|i'd|im)\b", re.I)
+_OPENS_WITH_MY = re.compile(r"^\W*(?:my|our)\s+((?:[\w'’-]+\s+){0,2}[\w'’-]+)", re.I)
+_OPENS_WITH_WO = re.compile(r"^\W*我们?的?([\u4e00-\u9fff]{0,3})")
 
 
 def about_whom(signal: Slot) -> str | None:
-    """Who the statement is about, when its opening says so: "self" ("I live …"), the person
-    it opens with ("my brother"), or None (it opens with something else)."""
+    """Who the statement is about, when its opening says so: "self" ("I live …", "my office
+    …"), the person it opens with ("my brother"), or None (it opens with something else)."""
     text = signal.frame
     if _OPENS_WITH_SELF.match(text):
         return "self"
-    opening = _OPENS_WITH_PERSON.match(text)
-    if opening is not None:
-        found = _PEOPLE.match(text, opening.end())
-        if found is not None:
-            return found.group(0).casefold()
+    mine = _OPENS_WITH_MY.match(text)
+    if mine is not None:
+        for word in mine.group(1).split():
+            person = _PEOPLE.match(word)
+            if person is not None:
+                return person.group(0).casefold()
         return "self"
+    ours = _OPENS_WITH_WO.match(text)
+    if ours is not None:
+        person = _PEOPLE.search(ours.group(1))
+        return person.group(0) if person is not None else "self"
     return None
 
 
