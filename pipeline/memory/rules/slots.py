@@ -1576,12 +1576,12 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     words = [set(_content_terms(side.terms)) for side in (first, second)]
     if max(content_word_count(first), content_word_count(second)) > policy.state_max_terms:
         return None  # a long line shares a word with many things: no evidence of one task
-    shared_words = words[0] & words[1]
+    in_common = words[0] & words[1]
     if not (encoder_reads(first, policy) and encoder_reads(second, policy)):
         # One Chinese character in common says nothing of the task (月 of 这个月 / 12月上线).
-        shared_words = {w for w in shared_words if len(w) > 1 or w.isascii()}
+        in_common = {w for w in in_common if len(w) > 1 or w.isascii()}
     if not _named_things(first) & _named_things(second) and (
-        not shared_words or len(shared_words) * 4 < min(len(w) for w in words)
+        not in_common or len(in_common) * 4 < min(len(w) for w in words)
     ):
         return None  # neither a named thing nor a quarter of the words in common (and a line
         # of no content words, 那就这么定了, is about no task)
