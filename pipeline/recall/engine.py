@@ -263,6 +263,7 @@ class RecallEngine:
                 include_history,
                 parts,
                 reading,
+                how_it_went=asks_how_it_went(query, decision),
             )
             candidates.sort(key=lambda c: (-c.score, c.fused.memory_id))
             if self.tuning.diversity_penalty > 0.0:
@@ -362,6 +363,7 @@ class RecallEngine:
         include_history: bool,
         parts: Sequence[_Part] = (),
         reading: float = 1.0,
+        how_it_went: bool = False,
     ) -> tuple[list[_Candidate], bool]:
         k = self.policy.candidates_per_path
         # Regions the caller names are a hard filter on every path (folded into the base filter).
@@ -393,7 +395,7 @@ class RecallEngine:
             bm25_hits,
             search.visible,
             self.tuning.follow_up_share,
-            own_continuation=asks_how_it_went(query),
+            own_continuation=how_it_went,
         )
         if follow:
             ranked["follow_up"] = follow

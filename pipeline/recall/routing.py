@@ -288,13 +288,15 @@ _WHAT_WAS_DONE = re.compile(
 )
 
 
-def asks_how_it_went(query: str) -> bool:
+def asks_how_it_went(query: str, decision: RouteDecision | None = None) -> bool:
     """True when the question asks how something was done or fixed on a past occasion: a
-    how-question (``classify`` routes it to procedures) in a past frame (``_PAST_FRAME``), or a
-    question about what was done about a situation (``_WHAT_WAS_DONE``)."""
+    how-question (``classify`` routes it to procedures; ``decision`` when the caller has it) in a
+    past frame (``_PAST_FRAME``), or a question about what was done about a situation
+    (``_WHAT_WAS_DONE``)."""
     if _WHAT_WAS_DONE.search(query):
         return True
-    decision = classify(query)
+    if decision is None:
+        decision = classify(query)
     return (
         decision.route == "procedural"
         and decision.confidence > 0

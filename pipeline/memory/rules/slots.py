@@ -912,7 +912,7 @@ def swaps_a_word(older: Slot, newer: Slot, policy: MemoryPolicy) -> bool:
     same place). A restatement only adds or drops words (周末一般去爬山 / 周末我一般都去爬山的).
     Where the encoder reads the language its cosine tells a restatement in other words ("The
     office is in the city center" / "Our office is located in the centre of the city")."""
-    if encoder_reads(older, policy) and encoder_reads(newer, policy):
+    if encoder_reads_both(older, newer, policy):
         return False
     first, second = (set(_content_terms(side.terms)) for side in (older, newer))
     return bool(topical(first - second)) and bool(topical(second - first))
@@ -963,9 +963,7 @@ def slot_update(older: SlotSide, newer: SlotSide, policy: MemoryPolicy) -> SlotU
     cosine = float(older.frame_vector @ newer.frame_vector)
     overlap = term_overlap(older.signal.terms, newer.signal.terms)
     # The default encoder reads English only: for other languages its cosine alone is no proof.
-    trusted = all(
-        language_of(side.signal.frame) in policy.slot_cosine_languages for side in (older, newer)
-    )
+    trusted = encoder_reads_both(older.signal, newer.signal, policy)
     shares_words = overlap >= policy.slot_term_overlap
     if bool(old_values) != bool(new_values) and cosine >= policy.slot_cosine and shares_words:
         # One side's value is a plain word no span caught (字节 → 腾讯): its own words stand in.
@@ -1464,7 +1462,7 @@ def corrected(older: Statement, newer: Statement, policy: MemoryPolicy) -> str |
     shared = common_ground(first, second, policy) | both_name
     if not shared:
         return None
-    if not both_name and not (encoder_reads(first, policy) and encoder_reads(second, policy)):
+    if not both_name and not encoder_reads_both(first, second, policy):
         # Where the cosine proves nothing, the correction's own words (说错了, 之前说, 看错) are
         # no common ground: "我说错了，是2016年领的证" and "我说错了，是1月18号" share only them.
         cue = {
@@ -1577,7 +1575,7 @@ def state_moved_on(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     if max(content_word_count(first), content_word_count(second)) > policy.state_max_terms:
         return None  # a long line shares a word with many things: no evidence of one task
     in_common = words[0] & words[1]
-    if not (encoder_reads(first, policy) and encoder_reads(second, policy)):
+    if not encoder_reads_both(first, second, policy):
         # One Chinese character in common says nothing of the task (月 of 这个月 / 12月上线).
         in_common = {w for w in in_common if len(w) > 1 or w.isascii()}
     if not _named_things(first) & _named_things(second) and (
@@ -1654,6 +1652,11 @@ def shared_pairs(first: Slot, second: Slot) -> int:
 def encoder_reads(signal: Slot, policy: MemoryPolicy) -> bool:
     """Whether the statement's language is one the encoder's cosine can be trusted for."""
     return language_of(signal.frame) in policy.slot_cosine_languages
+
+
+def encoder_reads_both(first: Slot, second: Slot, policy: MemoryPolicy) -> bool:
+    """Whether the encoder's cosine between the two statements can be trusted."""
+    return encoder_reads(first, policy) and encoder_reads(second, policy)
 
 
 def worded_alike(first: str, second: str, policy: MemoryPolicy) -> bool:
@@ -1926,7 +1929,7 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
     cosine = float(vectors[0] @ vectors[1])
     if cosine < policy.state_cosine_floor:
         return None
-    if encoder_reads(first, policy) and encoder_reads(second, policy):
+    if encoder_reads_both(first, second, policy):
         if cosine >= policy.restatement_cosine:
             return None
         head = _attribute_head(first.frame)
@@ -2040,7 +2043,7 @@ def same_attribute(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
         if not old_own or not new_own:
             return None  # one says all the other does: an elaboration, not another value
     cosine = float(vectors[0] @ vectors[1])
-    reads = encoder_reads(first, policy) and encoder_reads(second, policy)
+    reads = encoder_reads_both(first, second, policy)
     if reads and cosine >= policy.restatement_cosine and not (old_values and new_values):
         return None  # the same thing in other words ("I drink my coffee black" / "Black coffee")
     return (
