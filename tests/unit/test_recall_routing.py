@@ -198,3 +198,5 @@ def test_asks_latest(query: str, latest: bool) -> None:
 )
 def test_asks_how_it_went(query: str, how_it_went: bool) -> None:
     assert asks_how_it_went(query) is how_it_went
+    # The engine passes the routing decision it already made: the same answer.
+    assert asks_how_it_went(query, classify(query)) is how_it_went
