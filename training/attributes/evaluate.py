@@ -6,7 +6,9 @@ Per language: top-1 accuracy over the held-back statements and questions (``none
 and the pair figures the update rule depends on: pairs of held-back statements of one writer
 that the model reads as one single-valued attribute at the policy's probability
 (``MemoryPolicy.attribute_probability``), against the writers' labels. The same for each
-release of the corpus on its own (``by_release``: "first", "r3").
+release of the corpus on its own (``by_release``: "first", "r3"); and the same held-back
+statements said with a chat line around them (``with_chat``: ``training.attributes.with_chat``,
+the chat lines from the turn classifier corpus' held-back quarter).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from pipeline.models.encoders import load_encoder
 from pipeline.runtime.settings import MemoryPolicy
 from training.attributes.corpus import CORPUS_DIR, LANGS, Example, load_corpus, split
 from training.attributes.train import pair_figures, rates, rows
+from training.attributes.with_chat import with_chat
+from training.turn_classifier import split as turn_split
+from training.turn_classifier.corpus_stats import load_corpus as load_turns
 from training.turn_classifier.data import ENCODER, EVALUATION_FRAMING, SECOND_ENCODER
 
 
@@ -79,6 +84,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["by_release"] = {
         release or "first": scores_where([e.release == release for e in data.examples])
         for release in sorted({e.release for e in data.examples})
+    }
+    # The held-back statements with chat around them: neither side was ever trained on.
+    chatty = with_chat(held_back, turn_split.split(load_turns())[1])
+    chat_rows = rows(chatty, (EVALUATION_FRAMING,), encoder, second, args.cache)
+    chat_probabilities = np.stack([model.probabilities(row) for row in chat_rows.vectors])
+    report["with_chat"] = {
+        "all": scores(chat_rows.examples, chat_probabilities, labels, single, threshold),
+        **{
+            lang: scores(
+                [e for e in chat_rows.examples if e.lang == lang],
+                chat_probabilities[np.array([e.lang == lang for e in chat_rows.examples])],
+                labels,
+                single,
+                threshold,
+            )
+            for lang in LANGS
+        },
     }
     print(json.dumps(report, indent=2))
     if args.json is not None:
