@@ -43,4 +43,11 @@ def test_in_one_namespace_a_statement_of_another_pair_supersedes_and_is_counted(
     )
 
     assert [o.superseded for o in outcomes] == [False, False]  # not by their own newer ones
-    assert crowding == {"en": {"superseded_by_another_pair": 1, "turns_merged_away": 0}}
+    # ... and the rule that did it is named: the extracted triplets (manager: Priya -> Tom).
+    assert crowding == {
+        "en": {
+            "superseded_by_another_pair": 1,
+            "turns_merged_away": 0,
+            "superseded_by_another_pair/triplet": 1,
+        }
+    }

@@ -16,7 +16,8 @@ writers who never saw the rules; ``corpus/CORPUS.md``): its tune part (three qua
 ``--one-namespace`` runs a half's pairs of each language as one user's statements in a single
 namespace instead (all the older statements, then all the newer ones, each in a session of its
 own): a statement then meets hundreds of others, as in a real bank, and the report adds how many
-memories were superseded by a statement of another pair and how many turns were merged away.
+memories were superseded by a statement of another pair (in all, and by the update rule that
+did it: ``superseded_by_another_pair/<rule>``) and how many turns were merged away.
 
 Prints JSON: precision, recall and counts per half, per language and per category.
 """
@@ -180,7 +181,24 @@ def _crowding(
         successor = pair_of.get(record.superseded_by or "")
         if record.status == "superseded" and successor not in {None, pair_of[record_id]}:
             counts[lang]["superseded_by_another_pair"] += 1
-    return counts
+            # Which update rule did it: where to look when the count grows.
+            by_rule = f"superseded_by_another_pair/{rule_of(record)}"
+            counts[lang][by_rule] = counts[lang].get(by_rule, 0) + 1
+    return {
+        lang: dict(sorted(c.items(), key=lambda kv: ("/" in kv[0], kv[0])))
+        for lang, c in counts.items()
+    }
+
+
+def rule_of(record: MemoryRecord) -> str:
+    """The update rule that superseded ``record``, as its history entry names it ("attribute",
+    "words", "state", "value of" …; "" when none is named)."""
+    entry = next((h for h in reversed(record.history) if h.change == "superseded"), None)
+    if entry is None:
+        return ""
+    _, _, reason = entry.detail.partition("; ")
+    name = reason.partition(":")[0].strip()
+    return "value of" if name.startswith("value of ") else name
 
 
 def _outcomes(
