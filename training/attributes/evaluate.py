@@ -25,7 +25,7 @@ from pipeline.models.attributes import load_attribute_model
 from pipeline.models.encoders import load_encoder
 from pipeline.runtime.settings import MemoryPolicy
 from training.attributes.corpus import CORPUS_DIR, LANGS, Example, load_corpus, split
-from training.attributes.train import pair_figures, rates, rows
+from training.attributes.train import Rows, pair_figures, rates, rows
 from training.attributes.with_chat import with_chat
 from training.turn_classifier import split as turn_split
 from training.turn_classifier.corpus_stats import load_corpus as load_turns
@@ -62,46 +62,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     _, held_back = split(corpus.examples)
     model = load_attribute_model()
     encoder, second = load_encoder(ENCODER), load_encoder(SECOND_ENCODER, threads=1)
-    data = rows(held_back, (EVALUATION_FRAMING,), encoder, second, args.cache)
     labels = list(model.labels)
-    probabilities = np.stack([model.probabilities(row) for row in data.vectors])
     single = dict(zip(labels, model.single_valued, strict=True))
     threshold = MemoryPolicy().attribute_probability
 
-    def scores_where(kept: list[bool]) -> dict[str, Any]:
-        mask = np.array(kept)
-        chosen = [e for e, m in zip(data.examples, mask, strict=True) if m]
+    def read(examples: Sequence[Example]) -> tuple[Rows, np.ndarray]:
+        found = rows(examples, (EVALUATION_FRAMING,), encoder, second, args.cache)
+        return found, np.stack([model.probabilities(row) for row in found.vectors])
+
+    def scores_where(found: Rows, probabilities: np.ndarray, kept: list[bool]) -> dict[str, Any]:
+        mask = np.array(kept, dtype=np.bool_)
+        chosen = [e for e, m in zip(found.examples, mask, strict=True) if m]
         return scores(chosen, probabilities[mask], labels, single, threshold)
 
+    def by_language(found: Rows, probabilities: np.ndarray) -> dict[str, Any]:
+        return {
+            "all": scores(found.examples, probabilities, labels, single, threshold),
+            **{
+                lang: scores_where(found, probabilities, [e.lang == lang for e in found.examples])
+                for lang in LANGS
+            },
+        }
+
+    data, probabilities = read(held_back)
     report: dict[str, Any] = {
         "model": model.id,
         "probability": threshold,
-        "all": scores(data.examples, probabilities, labels, single, threshold),
+        **by_language(data, probabilities),
     }
-    for lang in LANGS:
-        report[lang] = scores_where([e.lang == lang for e in data.examples])
     # Each release's quarter on its own: the first release's is the same texts whatever was added.
     report["by_release"] = {
-        release or "first": scores_where([e.release == release for e in data.examples])
+        release or "first": scores_where(
+            data, probabilities, [e.release == release for e in data.examples]
+        )
         for release in sorted({e.release for e in data.examples})
     }
     # The held-back statements with chat around them: neither side was ever trained on.
-    chatty = with_chat(held_back, turn_split.split(load_turns())[1])
-    chat_rows = rows(chatty, (EVALUATION_FRAMING,), encoder, second, args.cache)
-    chat_probabilities = np.stack([model.probabilities(row) for row in chat_rows.vectors])
-    report["with_chat"] = {
-        "all": scores(chat_rows.examples, chat_probabilities, labels, single, threshold),
-        **{
-            lang: scores(
-                [e for e in chat_rows.examples if e.lang == lang],
-                chat_probabilities[np.array([e.lang == lang for e in chat_rows.examples])],
-                labels,
-                single,
-                threshold,
-            )
-            for lang in LANGS
-        },
-    }
+    report["with_chat"] = by_language(
+        *read(with_chat(held_back, turn_split.split(load_turns())[1]))
+    )
     print(json.dumps(report, indent=2))
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
