@@ -751,9 +751,14 @@ def _content_terms(terms: list[str]) -> list[str]:
 
 def shared_words(first: list[str], second: list[str]) -> set[str]:
     """The content words two statements have in common, a word inside a longer shared one not
-    counted again (jieba's search mode gives 每周五 as 每周, 周五 and 每周五: one word)."""
-    shared = set(_content_terms(first)) & set(_content_terms(second))
-    return {w for w in shared if not any(w != other and w in other for other in shared)}
+    counted again (:func:`distinct_words`)."""
+    return distinct_words(set(_content_terms(first)) & set(_content_terms(second)))
+
+
+def distinct_words(words: set[str]) -> set[str]:
+    """``words`` without those inside a longer one of them (jieba's search mode gives 每周五 as
+    每周, 周五 and 每周五: one word)."""
+    return {w for w in words if not any(w != other and w in other for other in words)}
 
 
 def content_word_count(signal: Slot) -> int:
@@ -1944,13 +1949,7 @@ def value_in_words(older: Statement, newer: Statement, policy: MemoryPolicy) -> 
                 return None  # one word in common: "i hate cilantro" / "the cilantro gene thing
                 # is real" share the value, not the slot (unless the newer gives it as what its
                 # value is: "Lo-fi playlists are my coding soundtrack")
-    elif not (
-        len(shared_words(first.terms, second.terms)) >= 2
-        and words[0]
-        and words[1]
-        and words[0][0] in shared
-        and words[1][0] in shared
-    ):
+    elif not (len(distinct_words(shared)) >= 2 and {words[0][0], words[1][0]} <= shared):
         return None  # one word in common is a topic, not a slot (我女儿… / 我女儿…)
     if _swapped_modifier(first.terms, second.terms):
         return None
